@@ -1,0 +1,19 @@
+# The two commands of the README. Each bootstraps the project-local venv (.venv) first.
+PY := .venv/bin/python
+export OMP_NUM_THREADS ?= 1
+export GLOO_SOCKET_IFNAME ?= lo
+
+.PHONY: venv run test lint bench
+
+venv:
+	@bash scripts/bootstrap.sh
+
+run: venv
+	$(PY) -m lightning_gnn_dist partition-compare --dataset digits --num-parts 4
+
+lint: venv
+	$(PY) -m ruff check lightning_gnn_dist tests examples benchmarks
+	$(PY) -m ruff format --check lightning_gnn_dist tests examples benchmarks
+
+test: lint
+	$(PY) -m pytest -q

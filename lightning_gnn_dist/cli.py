@@ -1,0 +1,92 @@
+"""Command line: ``partition`` and ``partition-compare`` (argparse), and the Lightning
+``fit|validate|test|predict`` commands (LightningCLI, see :mod:`lightning_gnn_dist.training_cli`).
+
+Bad input ends with exit code 2 and one ``error: ...`` line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+
+PARTITION_COMMANDS = ("partition", "partition-compare")
+LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+
+
+def _partition_parser() -> argparse.ArgumentParser:
+    from lightning_gnn_dist.partition import PARTITIONERS
+    from lightning_gnn_dist.partition.compare import DEFAULT_METHODS
+
+    parser = argparse.ArgumentParser(prog="python -m lightning_gnn_dist", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dataset", default="digits", help="dataset spec, e.g. digits, metis:PATH, sbm?num_nodes=5000 (default: digits)")
+    common.add_argument("--num-parts", "-p", type=int, required=True, help="number of parts P")
+    common.add_argument("--seed", type=int, default=0, help="partitioner seed (default: 0)")
+    common.add_argument("--epsilon", type=float, default=0.03, help="allowed imbalance (default: 0.03)")
+    common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    one = sub.add_parser("partition", parents=[common], help="partition a graph, print metrics, optionally write a store")
+    one.add_argument("--method", "-m", default="hypergraph", choices=sorted(PARTITIONERS), help="(default: hypergraph)")
+    one.add_argument("--out", help="partition store directory to write (reused if it matches)")
+    cmp = sub.add_parser("partition-compare", parents=[common], help="compare partitioners (paper 000 Table 2)")
+    cmp.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), choices=sorted(PARTITIONERS),
+                     help=f"(default: {' '.join(DEFAULT_METHODS)})")
+    return parser
+
+
+def run_partition_command(argv: Sequence[str]) -> int:
+    """Run ``partition`` or ``partition-compare``; returns the exit code."""
+    args = _partition_parser().parse_args(argv)
+    from lightning_gnn_dist.data import load_dataset
+    from lightning_gnn_dist.partition import get_partitioner
+    from lightning_gnn_dist.partition.compare import compare_partitioners
+    from lightning_gnn_dist.partition.metrics import partition_metrics
+    from lightning_gnn_dist.partition.report import comparison_table, metrics_table
+    from lightning_gnn_dist.partition.store import partition_to_store
+
+    console = Console()
+    data = load_dataset(args.dataset)
+    title = f"{args.dataset}: {data.num_nodes} vertices, {data.edge_index.size(1)} edges, P = {args.num_parts}"
+    if args.command == "partition-compare":
+        rows = compare_partitioners(data, args.num_parts, args.methods, seed=args.seed, epsilon=args.epsilon)
+        if args.json:
+            print(json.dumps(rows, indent=1))
+        else:
+            console.print(comparison_table(rows, title))
+        return 0
+
+    partitioner = get_partitioner(args.method, seed=args.seed, epsilon=args.epsilon)
+    if args.out:
+        store = partition_to_store(data, partitioner, args.num_parts, args.out, dataset=args.dataset)
+        summary = {"method": args.method, **store.metrics.summary(), "seconds": store.meta["seconds"], "store": str(store.path)}
+    else:
+        import time
+
+        start = time.perf_counter()
+        assignment = partitioner.partition(data, args.num_parts)
+        seconds = time.perf_counter() - start
+        summary = {"method": args.method, **partition_metrics(data, assignment, args.num_parts).summary(), "seconds": seconds}
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        console.print(metrics_table(summary, title))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in LIGHTNING_COMMANDS:
+        from lightning_gnn_dist.training_cli import run_lightning_cli
+
+        run_lightning_cli(argv)
+        return 0
+    try:
+        return run_partition_command(argv)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2

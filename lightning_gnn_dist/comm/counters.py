@@ -1,0 +1,71 @@
+"""Byte and message counters of the halo exchange, per layer and direction."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class Traffic:
+    """What one rank moved for one (layer, direction) since the last reset.
+
+    ``rows_*`` are feature rows, ``bytes_*`` their payload bytes, ``messages_*`` point-to-point
+    messages (one per peer and exchange), ``seconds`` the time spent waiting for completion.
+    """
+
+    rows_sent: int = 0
+    rows_received: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    messages_sent: int = 0
+    messages_received: int = 0
+    calls: int = 0
+    width: int = 0
+    seconds: float = 0.0
+
+
+class CommCounter:
+    """Accumulates :class:`Traffic` keyed by ``(layer, direction)``; ``direction`` is
+    ``"forward"`` (layer inputs) or ``"backward"`` (their gradients)."""
+
+    def __init__(self) -> None:
+        self._traffic: dict[tuple[str, str], Traffic] = defaultdict(Traffic)
+
+    def record(
+        self,
+        layer: str,
+        direction: str,
+        *,
+        rows_sent: int,
+        rows_received: int,
+        width: int,
+        element_size: int,
+        messages_sent: int,
+        messages_received: int,
+    ) -> None:
+        t = self._traffic[(layer, direction)]
+        t.rows_sent += rows_sent
+        t.rows_received += rows_received
+        t.bytes_sent += rows_sent * width * element_size
+        t.bytes_received += rows_received * width * element_size
+        t.messages_sent += messages_sent
+        t.messages_received += messages_received
+        t.calls += 1
+        t.width = width
+
+    def add_seconds(self, layer: str, direction: str, seconds: float) -> None:
+        self._traffic[(layer, direction)].seconds += seconds
+
+    def items(self) -> list[tuple[str, str, Traffic]]:
+        """``(layer, direction, traffic)`` sorted by layer then direction."""
+        return [(layer, d, t) for (layer, d), t in sorted(self._traffic.items())]
+
+    def total(self, field: str) -> float:
+        return sum(getattr(t, field) for t in self._traffic.values())
+
+    def as_dicts(self) -> list[dict]:
+        return [{"layer": layer, "direction": d, **asdict(t)} for layer, d, t in self.items()]
+
+    def reset(self) -> None:
+        self._traffic.clear()

@@ -1,0 +1,103 @@
+"""Graph structure helpers shared by datasets, partitioners and metrics.
+
+Convention (PyG's ``source_to_target`` flow): ``edge_index[0]`` holds sources ``j`` and
+``edge_index[1]`` targets ``i``; a message flows ``j -> i``, so row ``i`` of the normalised
+adjacency ``Â`` has a non-zero in column ``j``. Row ``i`` always also has the diagonal
+non-zero (self loop), whether or not the input lists it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.utils import coalesce
+
+
+def canonicalize(data: Data, *, source: str = "graph") -> Data:
+    """Validate ``data`` and return it with a coalesced ``int64`` ``edge_index``.
+
+    Duplicate edges are merged; self loops are kept as given.
+
+    Raises:
+        ValueError: empty graph, malformed ``edge_index`` or vertex ids out of range. The message
+            names ``source`` (a file path or dataset spec).
+    """
+    num_nodes = data.num_nodes
+    if num_nodes is None or num_nodes < 1:
+        raise ValueError(f"{source}: the graph is empty (0 vertices); a graph needs at least one vertex")
+    edge_index = data.edge_index
+    if edge_index is None:
+        edge_index = torch.empty(2, 0, dtype=torch.long)
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError(f"{source}: edge_index must have shape [2, num_edges] (got {tuple(edge_index.shape)})")
+    edge_index = edge_index.long()
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+        bad = int(edge_index.max()) if int(edge_index.max()) >= num_nodes else int(edge_index.min())
+        raise ValueError(f"{source}: vertex id {bad} is out of range [0, {num_nodes})")
+    data = data.clone()
+    data.edge_index = coalesce(edge_index, num_nodes=num_nodes)
+    data.num_nodes = num_nodes
+    return data
+
+
+def row_nnz(edge_index: Tensor, num_nodes: int) -> np.ndarray:
+    """Non-zeros per row of ``Â`` (in-neighbours plus the diagonal): ``[num_nodes] int64``.
+
+    ``edge_index`` must be coalesced (see :func:`canonicalize`).
+    """
+    src, dst = edge_index.numpy()
+    off_diagonal = src != dst
+    return np.bincount(dst[off_diagonal], minlength=num_nodes).astype(np.int64) + 1
+
+
+def column_net_pins(edge_index: Tensor, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pins of the column-net hypergraph of ``Â`` as ``(net, pin)`` pairs, sorted by net.
+
+    Net ``j`` (column ``j``) has pins ``{j} ∪ {i : j -> i}`` (paper 000 eq. 10): the rows that
+    need row ``j`` of the layer input. Returns two ``int64`` arrays of equal length (one entry
+    per non-zero of ``Â``); every pair appears once.
+    """
+    src, dst = edge_index.numpy()
+    off_diagonal = src != dst
+    diagonal = np.arange(num_nodes, dtype=np.int64)
+    nets = np.concatenate([src[off_diagonal], diagonal])
+    pins = np.concatenate([dst[off_diagonal], diagonal])
+    order = np.lexsort((pins, nets))
+    return nets[order], pins[order]
+
+
+def symmetric_csr(edge_index: Tensor, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR ``(indptr, indices)`` of the undirected graph ``A + Aᵀ`` without self loops.
+
+    This is the graph model of paper 000 §4.3.1 (unit edge costs).
+    """
+    src, dst = edge_index.numpy()
+    keep = src != dst
+    a = np.concatenate([src[keep], dst[keep]])
+    b = np.concatenate([dst[keep], src[keep]])
+    key = np.unique(a * num_nodes + b)
+    rows, cols = key // num_nodes, key % num_nodes
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=num_nodes), out=indptr[1:])
+    return indptr, cols.astype(np.int64)
+
+
+def graph_fingerprint(data: Data) -> str:
+    """SHA-256 over the structure, features, labels and masks of ``data`` (hex string).
+
+    Two graphs share a fingerprint only if a stored partition of one is valid for the other.
+    """
+    digest = hashlib.sha256()
+    digest.update(f"num_nodes={data.num_nodes}".encode())
+    for key in ("edge_index", "x", "y", "train_mask", "val_mask", "test_mask"):
+        value = getattr(data, key, None)
+        if value is None:
+            continue
+        tensor = value.detach().contiguous().cpu()
+        digest.update(f"{key}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+        digest.update(tensor.numpy().tobytes())
+    return digest.hexdigest()

@@ -1,0 +1,103 @@
+"""The partitioner interface and registry.
+
+A partitioner maps a graph to a vertex→part assignment. Everything downstream (metrics, the
+store, ``LocalPartition``) only sees that assignment, so a new method is one subclass plus a
+``@register_partitioner("name")`` line.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+from torch_geometric.data import Data
+
+PARTITIONERS: dict[str, type[Partitioner]] = {}
+
+
+class Partitioner(ABC):
+    """Base class of vertex partitioners.
+
+    Args:
+        seed (int): seed of every random choice; equal seeds give equal assignments.
+            (default: ``0``)
+        epsilon (float): allowed load imbalance; a part may weigh up to ``(1 + epsilon)`` times the
+            average. (default: ``0.03``)
+
+    Output contract: :meth:`partition` returns ``assignment``, an ``int64`` array of shape
+    ``[num_nodes]`` with values in ``[0, num_parts)``. It must be deterministic for a given seed
+    and must never end the calling process (native libraries are isolated where they might).
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, seed: int = 0, epsilon: float = 0.03) -> None:
+        if not 0.0 <= epsilon <= 10.0:
+            raise ValueError(f"epsilon must be in [0, 10] (got {epsilon}); 0.03 allows 3% imbalance")
+        self.seed = int(seed)
+        self.epsilon = float(epsilon)
+
+    def partition(self, data: Data, num_parts: int) -> np.ndarray:
+        """Assign each vertex of ``data`` (canonical, see ``data.graph.canonicalize``) to a part.
+
+        Returns:
+            ``[num_nodes] int64`` array of part ids in ``[0, num_parts)``.
+        """
+        check_num_parts(num_parts, data.num_nodes)
+        if num_parts == 1:
+            return np.zeros(data.num_nodes, dtype=np.int64)
+        assignment = np.asarray(self._partition(data, num_parts), dtype=np.int64)
+        if assignment.shape != (data.num_nodes,) or assignment.min() < 0 or assignment.max() >= num_parts:
+            raise RuntimeError(f"{self.name} partitioner returned an invalid assignment")
+        return assignment
+
+    @abstractmethod
+    def _partition(self, data: Data, num_parts: int) -> np.ndarray:
+        """Method-specific work; ``2 <= num_parts <= num_nodes`` holds."""
+
+    def settings(self) -> dict[str, Any]:
+        """Everything that determines the assignment besides the graph (goes into the store's
+        fingerprint)."""
+        return {"method": self.name, "seed": self.seed, "epsilon": self.epsilon}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.settings().items() if k != "method")
+        return f"{type(self).__name__}({args})"
+
+
+def check_num_parts(num_parts: int, num_nodes: int) -> None:
+    """Raise ``ValueError`` unless ``1 <= num_parts <= num_nodes``."""
+    if not isinstance(num_parts, int | np.integer) or num_parts < 1:
+        raise ValueError(f"the number of parts must be an integer >= 1 (got {num_parts!r})")
+    if num_parts > num_nodes:
+        raise ValueError(
+            f"the number of parts ({num_parts}) exceeds the number of vertices ({num_nodes}); "
+            "use at most one part per vertex"
+        )
+
+
+def register_partitioner(name: str) -> Callable[[type[Partitioner]], type[Partitioner]]:
+    """Class decorator adding a partitioner to :data:`PARTITIONERS` under ``name``."""
+
+    def decorator(cls: type[Partitioner]) -> type[Partitioner]:
+        cls.name = name
+        PARTITIONERS[name] = cls
+        return cls
+
+    return decorator
+
+
+def get_partitioner(method: str, **options: Any) -> Partitioner:
+    """Instantiate the partitioner registered as ``method`` with ``options``.
+
+    Raises:
+        ValueError: unknown method (the message lists the known ones).
+    """
+    try:
+        cls = PARTITIONERS[method]
+    except KeyError:
+        known = ", ".join(sorted(PARTITIONERS))
+        raise ValueError(f"unknown partition method {method!r}; choose one of: {known}") from None
+    return cls(**options)

@@ -1,0 +1,47 @@
+"""Run several partitioners on one graph and tabulate them like paper 000 Table 2."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from torch_geometric.data import Data
+
+from lightning_gnn_dist.partition.base import check_num_parts, get_partitioner
+from lightning_gnn_dist.partition.metrics import partition_metrics
+
+DEFAULT_METHODS = ("hypergraph-mtkahypar", "hypergraph-kahypar", "metis", "random")
+_NORMALISED = ("avg_send_rows", "max_send_rows", "avg_messages", "max_messages", "total_volume_rows")
+
+
+def compare_partitioners(
+    data: Data,
+    num_parts: int,
+    methods: Sequence[str] = DEFAULT_METHODS,
+    seed: int = 0,
+    epsilon: float = 0.03,
+) -> list[dict[str, Any]]:
+    """Partition ``data`` with each method and return one summary row per method.
+
+    Each row has the keys of ``PartitionMetrics.summary()`` plus ``method``, ``seconds`` and, for
+    the volume and message columns, ``<key>_vs_random`` (ratio to random partitioning, computed
+    even when ``random`` is not among ``methods``).
+    """
+    check_num_parts(num_parts, data.num_nodes)
+    partitioners = [get_partitioner(m, seed=seed, epsilon=epsilon) for m in methods]
+    rows = []
+    for method, partitioner in zip(methods, partitioners, strict=True):
+        start = time.perf_counter()
+        assignment = partitioner.partition(data, num_parts)
+        seconds = time.perf_counter() - start
+        summary = partition_metrics(data, assignment, num_parts).summary()
+        rows.append({"method": method, **summary, "seconds": seconds})
+    baseline = next((r for r in rows if r["method"] == "random"), None)
+    if baseline is None:
+        assignment = get_partitioner("random", seed=seed).partition(data, num_parts)
+        baseline = partition_metrics(data, assignment, num_parts).summary()
+    for row in rows:
+        for key in _NORMALISED:
+            row[f"{key}_vs_random"] = row[key] / baseline[key] if baseline[key] else None
+    return rows

@@ -1,0 +1,53 @@
+"""Human-readable tables of partition metrics (rich)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.table import Table
+
+
+def _ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
+    """Paper 000 Table 2 layout: volume and messages per rank (avg/max, absolute and ÷ random),
+    edge cut, load imbalance, partitioning seconds."""
+    table = Table(title=title)
+    for header in ("method", "vol avg", "vol max", "msgs avg", "msgs max", "total vol",
+                   "vol avg/RP", "vol max/RP", "msgs avg/RP", "msgs max/RP", "edge cut", "imbalance", "seconds"):
+        table.add_column(header, justify="left" if header == "method" else "right")
+    for r in rows:
+        table.add_row(
+            r["method"], f"{r['avg_send_rows']:.1f}", str(r["max_send_rows"]), f"{r['avg_messages']:.2f}",
+            str(r["max_messages"]), str(r["total_volume_rows"]), _ratio(r["avg_send_rows_vs_random"]),
+            _ratio(r["max_send_rows_vs_random"]), _ratio(r["avg_messages_vs_random"]),
+            _ratio(r["max_messages_vs_random"]), str(r["edge_cut"]), f"{r['imbalance']:.3f}", f"{r['seconds']:.2f}",
+        )
+    return table
+
+
+def metrics_table(summary: dict[str, Any], title: str) -> Table:
+    """Two-column table of one partition's summary."""
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    return table
+
+
+def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """A GitHub markdown table of ``columns`` from ``rows`` (floats with 3 significant digits)."""
+    def fmt(v: Any) -> str:
+        if v is None:
+            return "–"
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
