@@ -1,0 +1,80 @@
+"""The graph context a distributed layer runs in: this rank's partition and its exchange.
+
+A context is active inside :func:`use_graph_context` (the strategy enters it around every step).
+With no active context the distributed layers behave exactly like their PyG base classes, so one
+model runs single-process and distributed unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from lightning_gnn_dist.comm.exchange import HaloExchange
+from lightning_gnn_dist.data.local import LocalPartition
+
+_ACTIVE: list[GraphContext] = []
+
+
+@dataclass
+class GraphContext:
+    """One rank's view of the graph for the layers.
+
+    Attributes:
+        partition: the rank's :class:`LocalPartition` (tensors on the compute device).
+        exchange: the halo exchange mode in use.
+    """
+
+    partition: LocalPartition
+    exchange: HaloExchange
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def num_owned(self) -> int:
+        return self.partition.num_owned
+
+    def gcn_graph(self, add_self_loops: bool, improved: bool) -> tuple[Tensor, Tensor, Tensor]:
+        """Globally normalised GCN edges split for overlap (cached).
+
+        Returns:
+            ``(owned_edges, halo_edges, weights)`` where ``owned_edges`` and ``halo_edges`` are
+            ``[2, E] int64`` (halo sources re-based to ``[0, num_halo)``) and ``weights`` the
+            matching ``(owned_weight, halo_weight)`` float tensors concatenated.
+        """
+        key = ("gcn", add_self_loops, improved)
+        if key not in self._cache:
+            edge_index, weight = self.partition.gcn_edge_weight(add_self_loops, improved)
+            device = self.partition.edge_index.device
+            edge_index, weight = edge_index.to(device), weight.to(device)
+            owned = edge_index[0] < self.num_owned
+            halo_edges = edge_index[:, ~owned].clone()
+            halo_edges[0] -= self.num_owned
+            self._cache[key] = (edge_index[:, owned], halo_edges, (weight[owned], weight[~owned]))
+        return self._cache[key]
+
+
+@contextmanager
+def use_graph_context(context: GraphContext) -> Iterator[GraphContext]:
+    """Make ``context`` the active graph context within the ``with`` block."""
+    _ACTIVE.append(context)
+    try:
+        yield context
+    finally:
+        _ACTIVE.pop()
+
+
+def current_graph_context() -> GraphContext | None:
+    """The innermost active :class:`GraphContext`, or ``None`` outside any."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def aggregate(h: Tensor, edge_index: Tensor, weight: Tensor, num_rows: int, out: Tensor | None = None) -> Tensor:
+    """``out[i] += Σ_{(j, i) ∈ edges} weight · h[j]``: ``[num_rows, d]`` (vectorised)."""
+    messages = h.index_select(0, edge_index[0]) * weight.unsqueeze(-1)
+    if out is None:
+        out = torch.zeros(num_rows, h.size(1), dtype=h.dtype, device=h.device)
+    return out.index_add(0, edge_index[1], messages)

@@ -1,0 +1,81 @@
+"""Reference models built from the distributed convolutions (usable single-process too)."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistSAGEConv
+
+
+class _Stack(nn.Module):
+    """``num_layers`` convolutions with ReLU and dropout between them."""
+
+    def __init__(self, convs: list[nn.Module], dropout: float) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList(convs)
+        self.dropout = dropout
+        for i, conv in enumerate(self.convs):
+            conv.layer_name = f"convs.{i}"
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        for i, conv in enumerate(self.convs):
+            x = conv(x, edge_index)
+            if i < len(self.convs) - 1:
+                x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
+        return x
+
+
+def _dims(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int) -> list[int]:
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be >= 1 (got {num_layers})")
+    return [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
+
+
+class GCN(_Stack):
+    """GCN (Kipf & Welling) of :class:`DistGCNConv` layers: ``[N, in] → [N, out]`` logits.
+
+    Args:
+        in_channels, hidden_channels, out_channels (int): widths.
+        num_layers (int): convolutions. (default: ``2``)
+        dropout (float): dropout between layers. (default: ``0.5``)
+    """
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5) -> None:
+        d = _dims(in_channels, hidden_channels, out_channels, num_layers)
+        super().__init__([DistGCNConv(d[i], d[i + 1]) for i in range(num_layers)], dropout)
+
+
+class GraphSAGE(_Stack):
+    """GraphSAGE (mean aggregation) of :class:`DistSAGEConv` layers; arguments as :class:`GCN`."""
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5) -> None:
+        d = _dims(in_channels, hidden_channels, out_channels, num_layers)
+        super().__init__([DistSAGEConv(d[i], d[i + 1]) for i in range(num_layers)], dropout)
+
+
+class GAT(_Stack):
+    """GAT of :class:`DistGATConv` layers; hidden layers have ``heads`` concatenated heads, the
+    output layer one head. Arguments as :class:`GCN` plus ``heads`` (default: ``4``); attention
+    dropout equals ``dropout``."""
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5, heads: int = 4) -> None:
+        d = _dims(in_channels, hidden_channels, out_channels, num_layers)
+        convs = []
+        for i in range(num_layers):
+            last = i == num_layers - 1
+            width_in = d[i] if i == 0 else d[i] * heads
+            convs.append(DistGATConv(width_in, d[i + 1], heads=1 if last else heads, concat=not last, dropout=dropout))
+        super().__init__(convs, dropout)
+
+
+MODELS = {"gcn": GCN, "sage": GraphSAGE, "graphsage": GraphSAGE, "gat": GAT}
+
+
+def build_model(name: str, in_channels: int, hidden_channels: int, out_channels: int, **kwargs) -> nn.Module:
+    """Build a reference model by name (``gcn``, ``sage``/``graphsage``, ``gat``)."""
+    try:
+        cls = MODELS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; choose one of: gcn, sage, gat") from None
+    return cls(in_channels, hidden_channels, out_channels, **kwargs)
