@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -25,6 +26,7 @@ from torch.autograd import Function
 
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.partition.metrics import PartitionMetrics
 
 EXCHANGE_MODES: dict[str, type[HaloExchange]] = {}
 
@@ -105,6 +107,12 @@ class HaloExchange(ABC):
     def _peer(self, rank: int) -> int:
         return rank if self.group is None else dist.get_global_rank(self.group, rank)
 
+    @staticmethod
+    @abstractmethod
+    def predicted_rows_sent(metrics: PartitionMetrics, direction: str) -> np.ndarray:
+        """``[P]`` rows each rank sends per exchange in ``direction``, from the partition metrics
+        alone (what the counters must measure)."""
+
     @abstractmethod
     def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
         """Start moving owned rows; the transfer's result is ``[num_halo, d]``."""
@@ -159,6 +167,10 @@ class P2PExchange(HaloExchange):
 
     mode = "p2p"
 
+    @staticmethod
+    def predicted_rows_sent(metrics: PartitionMetrics, direction: str) -> np.ndarray:
+        return metrics.send_rows if direction == "forward" else metrics.recv_rows
+
     def _post(self, send: Tensor, send_counts: list[int], recv: Tensor, recv_counts: list[int]) -> list:
         ops, offset = [], 0
         for peer, count in enumerate(send_counts):
@@ -206,6 +218,12 @@ class BroadcastExchange(HaloExchange):
     """
 
     mode = "broadcast"
+
+    @staticmethod
+    def predicted_rows_sent(metrics: PartitionMetrics, direction: str) -> np.ndarray:
+        if direction == "forward":
+            return (metrics.num_parts - 1) * metrics.part_sizes
+        return metrics.num_nodes - metrics.part_sizes
 
     def _blocks(self) -> list[Tensor]:
         """Per root ``q``: local row indices (within ``q``'s block) of this rank's halo rows."""

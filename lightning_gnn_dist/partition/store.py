@@ -167,6 +167,9 @@ def partition_to_store(
             "fingerprint": fingerprint,
             "num_nodes": int(data.num_nodes),
             "num_edges": int(data.edge_index.size(1)),
+            "num_features": int(data.x.size(1)) if getattr(data, "x", None) is not None else 0,
+            "num_classes": int(data.y.max()) + 1 if getattr(data, "y", None) is not None else 0,
+            "mask_counts": _mask_counts(data, assignment, num_parts),
             "settings": settings,
             "seconds": seconds,
             "metrics": metrics.to_dict(),
@@ -186,6 +189,17 @@ def partition_to_store(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return PartitionStore(path, meta)
+
+
+def _mask_counts(data: Data, assignment: np.ndarray, num_parts: int) -> dict[str, list[int]]:
+    """Per part, how many owned vertices each mask selects (so no rank needs the full graph to
+    know the global counts)."""
+    counts = {}
+    for key in ("train_mask", "val_mask", "test_mask"):
+        mask = getattr(data, key, None)
+        if mask is not None:
+            counts[key] = np.bincount(assignment[mask.numpy()], minlength=num_parts).tolist()
+    return counts
 
 
 def _part_name(part_id: int) -> str:

@@ -1,0 +1,185 @@
+"""``GraphPartitionDataModule``: partition once, load one part per rank, serve full batches."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+
+from torch_geometric.data import Data
+
+from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.partition.store import PartitionStore, PartitionStoreError
+
+
+class FullGraphLoader:
+    """Yields one batch per epoch: the rank's whole part (not a ``DataLoader``, so Lightning
+    neither flattens it nor injects a sampler)."""
+
+    def __init__(self, batch: Data) -> None:
+        self.batch = batch
+
+    def __iter__(self) -> Iterator[Data]:
+        yield self.batch
+
+    def __len__(self) -> int:
+        return 1
+
+
+class GraphPartitionDataModule(pl.LightningDataModule):
+    """Partitioned full-graph data for :class:`~lightning_gnn_dist.GNNStrategy`.
+
+    ``prepare_data`` (one process per node) loads the dataset, partitions it and writes the
+    partition store, or reuses a store made for the same dataset and settings. ``setup`` loads
+    only this rank's part; no rank holds the whole graph during training. Each loader yields one
+    batch, a :class:`~torch_geometric.data.Data` with the owned rows ``x [num_owned, d]``, ``y``,
+    the masks, the local ``edge_index`` (sources over ``[owned | halo]``) and ``global_ids``
+    (dataset vertex ids of the owned rows). Without a distributed strategy and with one part it is
+    simply the whole graph, so single-process code runs unchanged.
+
+    Args:
+        dataset (str): dataset spec, see :func:`~lightning_gnn_dist.data.load_dataset`.
+            (default: ``"digits"``)
+        method (str): partition method (``hypergraph``, ``metis``, ``random``, ...).
+            (default: ``"hypergraph"``)
+        num_parts (int, optional): parts; must equal the world size. (default: the world size)
+        root (str): directory holding partition stores. (default: ``"partitions"``)
+        seed (int): partitioner seed. (default: ``0``)
+        epsilon (float): allowed imbalance. (default: ``0.03``)
+        store (str, optional): explicit store directory (overrides ``root``; e.g. one written by
+            ``python -m lightning_gnn_dist partition --out``). (default: ``None``)
+    """
+
+    def __init__(
+        self,
+        dataset: str = "digits",
+        method: str = "hypergraph",
+        num_parts: int | None = None,
+        root: str = "partitions",
+        seed: int = 0,
+        epsilon: float = 0.03,
+        store: str | None = None,
+    ) -> None:
+        super().__init__()
+        from lightning_gnn_dist.partition import PARTITIONERS
+
+        if method not in PARTITIONERS:
+            raise ValueError(
+                f"unknown partition method {method!r}; choose one of: {', '.join(sorted(PARTITIONERS))}"
+            )
+        if num_parts is not None and num_parts < 1:
+            raise ValueError(f"num_parts must be >= 1 (got {num_parts})")
+        self.dataset, self.method, self.num_parts = dataset, method, num_parts
+        self.root, self.seed, self.epsilon, self.store_dir = root, seed, epsilon, store
+        self.local_partition: LocalPartition | None = None
+        self.batch: Data | None = None
+        self._store: PartitionStore | None = None
+
+    def _parts(self) -> int:
+        if self.num_parts is not None:
+            return self.num_parts
+        if self.trainer is not None:
+            return self.trainer.world_size
+        raise ValueError("num_parts is not set and no Trainer is attached; pass num_parts")
+
+    @property
+    def store_path(self) -> Path:
+        """Directory of the partition store used by this module."""
+        if self.store_dir is not None:
+            return Path(self.store_dir)
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", self.dataset).strip("_")[:80]
+        return (
+            Path(self.root)
+            / f"{slug}-{self.method}-p{self._parts()}-s{self.seed}-e{self.epsilon:g}"
+        )
+
+    def prepare_data(self) -> None:
+        from lightning_gnn_dist.data.datasets import load_dataset
+        from lightning_gnn_dist.partition import get_partitioner
+        from lightning_gnn_dist.partition.store import partition_to_store
+
+        data = load_dataset(self.dataset)
+        partitioner = get_partitioner(self.method, seed=self.seed, epsilon=self.epsilon)
+        partition_to_store(data, partitioner, self._parts(), self.store_path, dataset=self.dataset)
+
+    @property
+    def store(self) -> PartitionStore:
+        if self._store is None:
+            self._store = PartitionStore.open(self.store_path)
+        return self._store
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.local_partition is not None:
+            return
+        store = self.store
+        settings = store.meta["settings"]
+        expected = {"method": self.method, "seed": self.seed, "num_parts": self._parts()}
+        wrong = {k: (settings.get(k), v) for k, v in expected.items() if settings.get(k) != v}
+        if wrong:
+            raise PartitionStoreError(
+                f"{store.path} was made with other settings (stored, requested): {wrong}"
+            )
+        rank = self.trainer.global_rank if self.trainer is not None else 0
+        world = self.trainer.world_size if self.trainer is not None else 1
+        if store.num_parts != world:
+            raise ValueError(
+                f"the partition store {store.path} has {store.num_parts} parts but {world} processes run; "
+                "num_parts must equal the world size"
+            )
+        part = store.load_part(rank)
+        self.local_partition = part
+        self.batch = Data(
+            x=part.x,
+            y=part.y,
+            edge_index=part.edge_index,
+            train_mask=part.train_mask,
+            val_mask=part.val_mask,
+            test_mask=part.test_mask,
+            global_ids=part.global_ids,
+            num_nodes=part.num_owned,
+        )
+        for key in ("train_mask", "val_mask", "test_mask"):
+            self.batch[f"num_{key.split('_')[0]}_global"] = self.global_mask_count(key)
+
+    # -- metadata available on every rank without the graph --------------------------------
+    @property
+    def num_features(self) -> int:
+        return int(self.store.meta["num_features"])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.store.meta["num_classes"])
+
+    def global_mask_count(self, name: str) -> int:
+        """Vertices selected by mask ``name`` in the whole graph."""
+        return int(sum(self.store.meta["mask_counts"].get(name, [0])))
+
+    # -- loaders ------------------------------------------------------------------------------
+    def _loader(self) -> FullGraphLoader:
+        if self.batch is None:
+            raise RuntimeError("call setup() first (the Trainer does)")
+        return FullGraphLoader(self.batch)
+
+    def train_dataloader(self) -> FullGraphLoader:
+        return self._loader()
+
+    def val_dataloader(self) -> FullGraphLoader:
+        return self._loader()
+
+    def test_dataloader(self) -> FullGraphLoader:
+        return self._loader()
+
+    def predict_dataloader(self) -> FullGraphLoader:
+        return self._loader()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"store": str(self.store_path), "fingerprint": self.store.meta["fingerprint"]}
+
+    def __repr__(self) -> str:
+        return (
+            f"GraphPartitionDataModule(dataset={self.dataset!r}, method={self.method!r}, "
+            f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon})"
+        )
