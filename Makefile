@@ -9,7 +9,7 @@ venv:
 	@bash scripts/bootstrap.sh
 
 run: venv
-	$(PY) -m lightning_gnn_dist partition-compare --dataset digits --num-parts 4
+	$(PY) -m lightning_gnn_dist fit --config examples/gcn_digits.yaml
 
 lint: venv
 	$(PY) -m ruff check lightning_gnn_dist tests examples benchmarks

@@ -6,7 +6,12 @@ strategies. The package uses the ``pytorch_lightning`` namespace (package ``pyto
 throughout: pass its Trainer, not ``lightning.pytorch``'s.
 """
 
-from lightning_gnn_dist.callbacks import CommunicationMonitor, PartitionReport, PredictionWriter, load_predictions
+from lightning_gnn_dist.callbacks import (
+    CommunicationMonitor,
+    PartitionReport,
+    PredictionWriter,
+    load_predictions,
+)
 from lightning_gnn_dist.data.datamodule import GraphPartitionDataModule
 from lightning_gnn_dist.module import NodeClassifier
 from lightning_gnn_dist.nn import distribute
@@ -15,6 +20,12 @@ from lightning_gnn_dist.strategy import GNNStrategy
 __version__ = "0.1.0.dev0"
 
 __all__ = [
-    "CommunicationMonitor", "GNNStrategy", "GraphPartitionDataModule", "NodeClassifier",
-    "PartitionReport", "PredictionWriter", "distribute", "load_predictions",
+    "CommunicationMonitor",
+    "GNNStrategy",
+    "GraphPartitionDataModule",
+    "NodeClassifier",
+    "PartitionReport",
+    "PredictionWriter",
+    "distribute",
+    "load_predictions",
 ]

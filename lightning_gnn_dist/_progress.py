@@ -29,7 +29,12 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
     if not progress_enabled():
         yield from items
         return
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         yield from progress.track(items, total=total, description=description)
 

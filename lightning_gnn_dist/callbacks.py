@@ -17,13 +17,28 @@ from rich.table import Table
 
 from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES
 
-_FIELDS = ("rows_sent", "bytes_sent", "bytes_received", "messages_sent", "messages_received", "seconds")
+_FIELDS = (
+    "rows_sent",
+    "bytes_sent",
+    "bytes_received",
+    "messages_sent",
+    "messages_received",
+    "seconds",
+)
+
+
+def _console() -> Console:
+    """stdout console; wide enough for the tables when stdout is not a terminal (logs, CI)."""
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
 
 
 def _strategy_and_store(trainer: pl.Trainer):
     strategy = trainer.strategy
     if not hasattr(strategy, "comm_counters"):
-        raise ValueError(f"{type(strategy).__name__} has no halo exchange; use strategy='gnn_ddp' (GNNStrategy)")
+        raise ValueError(
+            f"{type(strategy).__name__} has no halo exchange; use strategy='gnn_ddp' (GNNStrategy)"
+        )
     return strategy, trainer.datamodule.store
 
 
@@ -35,17 +50,19 @@ class CommunicationMonitor(Callback):
     (from the partition metrics and the exchange mode), ``messages_avg``/``messages_max`` and
     ``seconds_max`` (time waiting for the exchange). Per epoch it also logs
     ``comm/seconds_avg``/``comm/seconds_max`` and ``comm/compute_seconds_avg`` (training step time
-    minus exchange wait). Values are gathered from all ranks, so every logger (CSV,
-    TensorBoard, ...) sees the global numbers. :attr:`history` keeps one row per layer, direction
+    minus exchange wait). Values are gathered from all ranks and written by rank 0 to every
+    logger of the Trainer (CSV, TensorBoard, ...), step = epoch; :attr:`last_logged` holds them. :attr:`history` keeps one row per layer, direction
     and epoch; :meth:`table` renders the last epoch.
 
     Args:
-        print_table (bool): print the table on rank 0 after each training epoch. (default: ``False``)
+        print_table (bool): print the last epoch's table on rank 0 when training ends.
+            (default: ``False``)
     """
 
     def __init__(self, print_table: bool = False) -> None:
         self.print_table = print_table
         self.history: list[dict[str, Any]] = []
+        self.last_logged: dict[str, float] = {}
         self._step_seconds = 0.0
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -62,9 +79,16 @@ class CommunicationMonitor(Callback):
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         strategy, store = _strategy_and_store(trainer)
         items = strategy.comm_counters["train"].items()
-        local = torch.tensor([[getattr(t, f) for f in _FIELDS] for _, _, t in items] or [[0.0] * len(_FIELDS)], dtype=torch.float64)
-        local = torch.cat([local.flatten(), torch.tensor([self._step_seconds], dtype=torch.float64)])
-        gathered = pl_module.all_gather(local.to(pl_module.device)).cpu().view(trainer.world_size, -1)
+        local = torch.tensor(
+            [[getattr(t, f) for f in _FIELDS] for _, _, t in items] or [[0.0] * len(_FIELDS)],
+            dtype=torch.float64,
+        )
+        local = torch.cat(
+            [local.flatten(), torch.tensor([self._step_seconds], dtype=torch.float64)]
+        )
+        gathered = (
+            pl_module.all_gather(local.to(pl_module.device)).cpu().view(trainer.world_size, -1)
+        )
         step_seconds = gathered[:, -1]
         stats = gathered[:, :-1].view(trainer.world_size, -1, len(_FIELDS))
         mode = EXCHANGE_MODES[strategy.exchange_mode]
@@ -73,23 +97,45 @@ class CommunicationMonitor(Callback):
         logged: dict[str, float] = {}
         for i, (layer, direction, traffic) in enumerate(items):
             per_rank = {f: stats[:, i, k] for k, f in enumerate(_FIELDS)}
-            predicted = mode.predicted_rows_sent(metrics, direction) * traffic.width * 4 * traffic.calls
+            predicted = (
+                mode.predicted_rows_sent(metrics, direction) * traffic.width * 4 * traffic.calls
+            )
             row = {
-                "epoch": trainer.current_epoch, "layer": layer, "direction": direction, "width": traffic.width,
-                "bytes_total": int(per_rank["bytes_sent"].sum()), "predicted_bytes_total": int(np.sum(predicted)),
-                "bytes_avg": float(per_rank["bytes_sent"].mean()), "bytes_max": int(per_rank["bytes_sent"].max()),
-                "messages_avg": float(per_rank["messages_sent"].mean()), "messages_max": int(per_rank["messages_sent"].max()),
+                "epoch": trainer.current_epoch,
+                "layer": layer,
+                "direction": direction,
+                "width": traffic.width,
+                "bytes_total": int(per_rank["bytes_sent"].sum()),
+                "predicted_bytes_total": int(np.sum(predicted)),
+                "bytes_avg": float(per_rank["bytes_sent"].mean()),
+                "bytes_max": int(per_rank["bytes_sent"].max()),
+                "messages_avg": float(per_rank["messages_sent"].mean()),
+                "messages_max": int(per_rank["messages_sent"].max()),
                 "seconds_max": float(per_rank["seconds"].max()),
             }
             comm_seconds += per_rank["seconds"]
             self.history.append(row)
-            for key in ("bytes_total", "predicted_bytes_total", "bytes_avg", "bytes_max", "messages_avg", "messages_max", "seconds_max"):
+            for key in (
+                "bytes_total",
+                "predicted_bytes_total",
+                "bytes_avg",
+                "bytes_max",
+                "messages_avg",
+                "messages_max",
+                "seconds_max",
+            ):
                 logged[f"comm/{layer}/{direction}/{key}"] = float(row[key])
         logged["comm/seconds_avg"] = float(comm_seconds.mean())
         logged["comm/seconds_max"] = float(comm_seconds.max())
-        logged["comm/compute_seconds_avg"] = float((step_seconds - comm_seconds).clamp(min=0).mean())
-        for key, value in logged.items():
-            pl_module.log(key, value, batch_size=1, sync_dist=False, rank_zero_only=False)
+        logged["comm/compute_seconds_avg"] = float(
+            (step_seconds - comm_seconds).clamp(min=0).mean()
+        )
+        self.last_logged = logged
+        if trainer.is_global_zero:  # values are already global: no per-key sync needed
+            for logger in trainer.loggers:
+                logger.log_metrics(logged, step=trainer.current_epoch)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.print_table:
             self._print()
 
@@ -103,17 +149,37 @@ class CommunicationMonitor(Callback):
     def table(self) -> Table:
         """Rich table of the last epoch: measured vs predicted bytes per layer and direction."""
         table = Table(title="halo exchange per training epoch (all ranks)")
-        for header in ("layer", "direction", "width", "bytes total", "predicted", "match", "bytes max/rank", "msgs max/rank", "wait s max"):
-            table.add_column(header, justify="left" if header in ("layer", "direction") else "right")
+        for header in (
+            "layer",
+            "direction",
+            "width",
+            "bytes total",
+            "predicted",
+            "match",
+            "bytes max/rank",
+            "msgs max/rank",
+            "wait s max",
+        ):
+            table.add_column(
+                header, justify="left" if header in ("layer", "direction") else "right"
+            )
         for r in self.last_epoch():
-            table.add_row(r["layer"], r["direction"], str(r["width"]), f"{r['bytes_total']:,}", f"{r['predicted_bytes_total']:,}",
-                          "yes" if r["bytes_total"] == r["predicted_bytes_total"] else "NO", f"{r['bytes_max']:,}",
-                          str(r["messages_max"]), f"{r['seconds_max']:.4f}")
+            table.add_row(
+                r["layer"],
+                r["direction"],
+                str(r["width"]),
+                f"{r['bytes_total']:,}",
+                f"{r['predicted_bytes_total']:,}",
+                "yes" if r["bytes_total"] == r["predicted_bytes_total"] else "NO",
+                f"{r['bytes_max']:,}",
+                str(r["messages_max"]),
+                f"{r['seconds_max']:.4f}",
+            )
         return table
 
     @rank_zero_only
     def _print(self) -> None:
-        Console().print(self.table())
+        _console().print(self.table())
 
 
 class PartitionReport(Callback):
@@ -136,7 +202,12 @@ class PartitionReport(Callback):
             from lightning_gnn_dist.partition.report import metrics_table
 
             settings = store.meta["settings"]
-            Console().print(metrics_table(summary, f"partition {store.meta.get('dataset')} ({settings['method']}, P = {settings['num_parts']})"))
+            _console().print(
+                metrics_table(
+                    summary,
+                    f"partition {store.meta.get('dataset')} ({settings['method']}, P = {settings['num_parts']})",
+                )
+            )
 
 
 class PredictionWriter(BasePredictionWriter):
@@ -152,7 +223,9 @@ class PredictionWriter(BasePredictionWriter):
         super().__init__(write_interval="batch")
         self.output_dir = Path(output_dir)
 
-    def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx=0) -> None:
+    def write_on_batch_end(
+        self, trainer, pl_module, prediction, batch_indices, batch, batch_idx, dataloader_idx=0
+    ) -> None:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         target = self.output_dir / f"predictions-rank{trainer.global_rank:05d}.pt"
         tmp = target.with_suffix(f".tmp{os.getpid()}")

@@ -55,8 +55,15 @@ class NodeClassifier(pl.LightningModule):
     def _build(self, in_channels: int, num_classes: int) -> None:
         hp = self.hparams
         extra = {"heads": hp.heads} if hp.model.lower() == "gat" else {}
-        self.model = build_model(hp.model, in_channels, hp.hidden_channels, num_classes,
-                                 num_layers=hp.num_layers, dropout=hp.dropout, **extra)
+        self.model = build_model(
+            hp.model,
+            in_channels,
+            hp.hidden_channels,
+            num_classes,
+            num_layers=hp.num_layers,
+            dropout=hp.dropout,
+            **extra,
+        )
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
 
@@ -104,4 +111,6 @@ class NodeClassifier(pl.LightningModule):
         return {"global_ids": batch.global_ids, "logits": self(batch.x, batch.edge_index)}
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        return torch.optim.Adam(
+            self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay
+        )

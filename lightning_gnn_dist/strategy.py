@@ -61,7 +61,9 @@ class GNNStrategy(DDPStrategy):
         **kwargs: Any,
     ) -> None:
         if exchange not in EXCHANGE_MODES:
-            raise ValueError(f"unknown exchange mode {exchange!r}; choose one of: {', '.join(sorted(EXCHANGE_MODES))}")
+            raise ValueError(
+                f"unknown exchange mode {exchange!r}; choose one of: {', '.join(sorted(EXCHANGE_MODES))}"
+            )
         if loss_reduction not in ("mean", "sum"):
             raise ValueError(f"loss_reduction must be 'mean' or 'sum' (got {loss_reduction!r})")
         if not isinstance(timeout, timedelta):
@@ -78,8 +80,13 @@ class GNNStrategy(DDPStrategy):
     # -- launch -------------------------------------------------------------------------------
     def _configure_launcher(self) -> None:
         # torchrun / SLURM start one process per rank already; spawning more would duplicate ranks.
-        if self.cluster_environment is not None and self.cluster_environment.creates_processes_externally:
-            self._launcher = _SubprocessScriptLauncher(self.cluster_environment, self.num_processes, self.num_nodes)
+        if (
+            self.cluster_environment is not None
+            and self.cluster_environment.creates_processes_externally
+        ):
+            self._launcher = _SubprocessScriptLauncher(
+                self.cluster_environment, self.num_processes, self.num_nodes
+            )
             return
         super()._configure_launcher()
 
@@ -156,10 +163,17 @@ class GNNStrategy(DDPStrategy):
 
     @classmethod
     def register_strategies(cls, strategy_registry) -> None:
-        for name, start_method in (("gnn_ddp", "popen"), ("gnn_ddp_spawn", "spawn"), ("gnn_ddp_fork", "fork")):
+        for name, start_method in (
+            ("gnn_ddp", "popen"),
+            ("gnn_ddp_spawn", "spawn"),
+            ("gnn_ddp_fork", "fork"),
+        ):
             strategy_registry.register(
-                name, cls, description=f"partitioned GNN training, halo exchange, start_method '{start_method}'",
-                start_method=start_method, override=True,
+                name,
+                cls,
+                description=f"partitioned GNN training, halo exchange, start_method '{start_method}'",
+                start_method=start_method,
+                override=True,
             )
 
     def __repr__(self) -> str:
@@ -171,7 +185,11 @@ def _to_device(partition: LocalPartition, device: torch.device) -> LocalPartitio
         return partition
     from dataclasses import fields, replace
 
-    moved = {f.name: getattr(partition, f.name).to(device) for f in fields(partition) if isinstance(getattr(partition, f.name), Tensor)}
+    moved = {
+        f.name: getattr(partition, f.name).to(device)
+        for f in fields(partition)
+        if isinstance(getattr(partition, f.name), Tensor)
+    }
     return replace(partition, **moved)
 
 

@@ -23,7 +23,10 @@ def _worker(fn, rank, world_size, init_file, queue, args, pg_timeout):
     torch.set_num_threads(1)
     try:
         dist.init_process_group(
-            "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size,
+            "gloo",
+            init_method=f"file://{init_file}",
+            rank=rank,
+            world_size=world_size,
             timeout=timedelta(seconds=pg_timeout),
         )
         queue.put((rank, "ok", fn(rank, world_size, *args)))
@@ -34,14 +37,20 @@ def _worker(fn, rank, world_size, init_file, queue, args, pg_timeout):
             dist.destroy_process_group()
 
 
-def run_ranks(fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 60, pg_timeout: float = 30) -> list[Any]:
+def run_ranks(
+    fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 60, pg_timeout: float = 30
+) -> list[Any]:
     """Fork ``world_size`` processes running ``fn(rank, world_size, *args)``; return results."""
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
         init_file = os.path.join(tmp, "pg_init")
         procs = [
-            ctx.Process(target=_worker, args=(fn, r, world_size, init_file, queue, args, pg_timeout), daemon=True)
+            ctx.Process(
+                target=_worker,
+                args=(fn, r, world_size, init_file, queue, args, pg_timeout),
+                daemon=True,
+            )
             for r in range(world_size)
         ]
         for p in procs:

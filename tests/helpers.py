@@ -29,7 +29,11 @@ def random_graph(
         data.x = torch.randn(num_nodes, features, generator=gen)
         data.y = torch.randint(0, classes, (num_nodes,), generator=gen)
         masks = torch.rand(num_nodes, generator=gen)
-        data.train_mask, data.val_mask, data.test_mask = masks < 0.5, (masks >= 0.5) & (masks < 0.75), masks >= 0.75
+        data.train_mask, data.val_mask, data.test_mask = (
+            masks < 0.5,
+            (masks >= 0.5) & (masks < 0.75),
+            masks >= 0.75,
+        )
     return canonicalize(data)
 
 

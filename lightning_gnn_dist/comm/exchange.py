@@ -73,7 +73,9 @@ class HaloExchange(ABC):
     mode: ClassVar[str] = ""
     exact: ClassVar[bool] = True
 
-    def __init__(self, partition: LocalPartition, counter: CommCounter | None = None, group=None) -> None:
+    def __init__(
+        self, partition: LocalPartition, counter: CommCounter | None = None, group=None
+    ) -> None:
         self.partition = partition
         self.counter = counter if counter is not None else CommCounter()
         self.group = group
@@ -134,7 +136,9 @@ class HaloExchange(ABC):
 class _StartExchange(Function):
     @staticmethod
     def forward(ctx, h_owned: Tensor, pending: PendingHalo) -> Tensor:
-        pending.forward = pending.exchange._post_forward(h_owned.detach().contiguous(), pending.layer)
+        pending.forward = pending.exchange._post_forward(
+            h_owned.detach().contiguous(), pending.layer
+        )
         ctx.pending = pending
         return h_owned.new_empty(0)
 
@@ -171,23 +175,40 @@ class P2PExchange(HaloExchange):
     def predicted_rows_sent(metrics: PartitionMetrics, direction: str) -> np.ndarray:
         return metrics.send_rows if direction == "forward" else metrics.recv_rows
 
-    def _post(self, send: Tensor, send_counts: list[int], recv: Tensor, recv_counts: list[int]) -> list:
+    def _post(
+        self, send: Tensor, send_counts: list[int], recv: Tensor, recv_counts: list[int]
+    ) -> list:
         ops, offset = [], 0
         for peer, count in enumerate(send_counts):
             if count:
-                ops.append(dist.P2POp(dist.isend, send[offset : offset + count], self._peer(peer), self.group))
+                ops.append(
+                    dist.P2POp(
+                        dist.isend, send[offset : offset + count], self._peer(peer), self.group
+                    )
+                )
                 offset += count
         offset = 0
         for peer, count in enumerate(recv_counts):
             if count:
-                ops.append(dist.P2POp(dist.irecv, recv[offset : offset + count], self._peer(peer), self.group))
+                ops.append(
+                    dist.P2POp(
+                        dist.irecv, recv[offset : offset + count], self._peer(peer), self.group
+                    )
+                )
                 offset += count
         return dist.batch_isend_irecv(ops) if ops else []
 
-    def _record(self, layer: str, direction: str, sent: list[int], received: list[int], like: Tensor) -> None:
+    def _record(
+        self, layer: str, direction: str, sent: list[int], received: list[int], like: Tensor
+    ) -> None:
         self.counter.record(
-            layer, direction, rows_sent=sum(sent), rows_received=sum(received), width=like.size(1),
-            element_size=like.element_size(), messages_sent=sum(1 for c in sent if c),
+            layer,
+            direction,
+            rows_sent=sum(sent),
+            rows_received=sum(received),
+            width=like.size(1),
+            element_size=like.element_size(),
+            messages_sent=sum(1 for c in sent if c),
             messages_received=sum(1 for c in received if c),
         )
 
@@ -233,7 +254,8 @@ class BroadcastExchange(HaloExchange):
             for count in self._recv_counts:
                 bounds.append(bounds[-1] + count)
             self._halo_blocks = [
-                self.partition.halo_ids[bounds[q] : bounds[q + 1]] - offsets[q] for q in range(self.world_size)
+                self.partition.halo_ids[bounds[q] : bounds[q + 1]] - offsets[q]
+                for q in range(self.world_size)
             ]
         return self._halo_blocks
 
@@ -247,8 +269,14 @@ class BroadcastExchange(HaloExchange):
         own, others = sizes[self.rank] * peers, sum(sizes) - sizes[self.rank]
         sent, received = (own, others) if direction == "forward" else (others, own)
         self.counter.record(
-            layer, direction, rows_sent=sent, rows_received=received, width=like.size(1),
-            element_size=like.element_size(), messages_sent=peers, messages_received=peers,
+            layer,
+            direction,
+            rows_sent=sent,
+            rows_received=received,
+            width=like.size(1),
+            element_size=like.element_size(),
+            messages_sent=peers,
+            messages_received=peers,
         )
 
     def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
@@ -272,7 +300,9 @@ class BroadcastExchange(HaloExchange):
         for root, (size, rows) in enumerate(zip(self._block_sizes(), self._blocks(), strict=True)):
             block = grad_halo.new_zeros(size, grad_halo.size(1))
             if root != self.rank:
-                block.index_add_(0, rows.to(block.device), grad_halo[offset : offset + rows.numel()])
+                block.index_add_(
+                    0, rows.to(block.device), grad_halo[offset : offset + rows.numel()]
+                )
                 offset += rows.numel()
             dist.reduce(block, dst=self._peer(root), group=self.group)
             if root == self.rank:
@@ -280,10 +310,14 @@ class BroadcastExchange(HaloExchange):
         return Transfer([], grad_owned)
 
 
-def make_exchange(mode: str, partition: LocalPartition, counter: CommCounter | None = None, group=None) -> HaloExchange:
+def make_exchange(
+    mode: str, partition: LocalPartition, counter: CommCounter | None = None, group=None
+) -> HaloExchange:
     """Build the exchange registered as ``mode`` (``p2p`` or ``broadcast``)."""
     try:
         cls = EXCHANGE_MODES[mode]
     except KeyError:
-        raise ValueError(f"unknown exchange mode {mode!r}; choose one of: {', '.join(sorted(EXCHANGE_MODES))}") from None
+        raise ValueError(
+            f"unknown exchange mode {mode!r}; choose one of: {', '.join(sorted(EXCHANGE_MODES))}"
+        ) from None
     return cls(partition, counter=counter, group=group)

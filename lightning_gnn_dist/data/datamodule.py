@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
-
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.local import LocalPartition

@@ -17,6 +17,21 @@ from torch_geometric.data import Data
 from torch_geometric.utils import coalesce
 
 
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of an integer array.
+
+    Same result as ``np.unique``, which in numpy 2.4 hashes and is ~100x slower on millions of
+    int64 keys (14 s vs 0.14 s for 8 M measured here).
+    """
+    values = np.sort(values)
+    if values.size == 0:
+        return values
+    keep = np.empty(values.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(values[1:], values[:-1], out=keep[1:])
+    return values[keep]
+
+
 def canonicalize(data: Data, *, source: str = "graph") -> Data:
     """Validate ``data`` and return it with a coalesced ``int64`` ``edge_index``.
 
@@ -28,12 +43,16 @@ def canonicalize(data: Data, *, source: str = "graph") -> Data:
     """
     num_nodes = data.num_nodes
     if num_nodes is None or num_nodes < 1:
-        raise ValueError(f"{source}: the graph is empty (0 vertices); a graph needs at least one vertex")
+        raise ValueError(
+            f"{source}: the graph is empty (0 vertices); a graph needs at least one vertex"
+        )
     edge_index = data.edge_index
     if edge_index is None:
         edge_index = torch.empty(2, 0, dtype=torch.long)
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
-        raise ValueError(f"{source}: edge_index must have shape [2, num_edges] (got {tuple(edge_index.shape)})")
+        raise ValueError(
+            f"{source}: edge_index must have shape [2, num_edges] (got {tuple(edge_index.shape)})"
+        )
     edge_index = edge_index.long()
     if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
         bad = int(edge_index.max()) if int(edge_index.max()) >= num_nodes else int(edge_index.min())
@@ -79,7 +98,7 @@ def symmetric_csr(edge_index: Tensor, num_nodes: int) -> tuple[np.ndarray, np.nd
     keep = src != dst
     a = np.concatenate([src[keep], dst[keep]])
     b = np.concatenate([dst[keep], src[keep]])
-    key = np.unique(a * num_nodes + b)
+    key = sorted_unique(a * num_nodes + b)
     rows, cols = key // num_nodes, key % num_nodes
     indptr = np.zeros(num_nodes + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=num_nodes), out=indptr[1:])

@@ -17,6 +17,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.data.graph import sorted_unique
+
 _OPTIONAL = ("x", "y", "train_mask", "val_mask", "test_mask")
 
 
@@ -74,7 +76,9 @@ class LocalPartition:
         """``(start, end)`` of the owned relabelled ids."""
         return int(self.part_offsets[self.part_id]), int(self.part_offsets[self.part_id + 1])
 
-    def gcn_edge_weight(self, add_self_loops: bool = True, improved: bool = False) -> tuple[Tensor, Tensor]:
+    def gcn_edge_weight(
+        self, add_self_loops: bool = True, improved: bool = False
+    ) -> tuple[Tensor, Tensor]:
         """Local ``edge_index`` with self loops added as PyG's ``gcn_norm`` would, and the
         symmetric normalisation ``deg^-1/2[j] · deg^-1/2[i]`` from **global** degrees.
 
@@ -146,12 +150,16 @@ def build_local_partitions(
     # Halo pairs (target part, remote source), unique and sorted: per target part the halo is
     # ascending in relabelled id, hence grouped by owner.
     cross = new_part[src] != new_part[dst]
-    halo_key = np.unique(new_part[dst[cross]] * num_nodes + src[cross])
+    halo_key = sorted_unique(new_part[dst[cross]] * num_nodes + src[cross])
     halo_part, halo_src = halo_key // num_nodes, halo_key % num_nodes
     halo_bounds = np.searchsorted(halo_part, np.arange(num_parts + 1))
     # The same pairs ordered by (owner, target part, id) form every part's send plan.
     send_order = np.lexsort((halo_src, halo_part, new_part[halo_src]))
-    send_owner, send_peer, send_src = new_part[halo_src][send_order], halo_part[send_order], halo_src[send_order]
+    send_owner, send_peer, send_src = (
+        new_part[halo_src][send_order],
+        halo_part[send_order],
+        halo_src[send_order],
+    )
     send_bounds = np.searchsorted(send_owner, np.arange(num_parts + 1))
 
     edge_order = np.argsort(dst, kind="stable")

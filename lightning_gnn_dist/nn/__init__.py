@@ -6,6 +6,15 @@ from lightning_gnn_dist.nn.distribute import distribute
 from lightning_gnn_dist.nn.models import GAT, GCN, GraphSAGE, build_model
 
 __all__ = [
-    "GAT", "GCN", "DistGATConv", "DistGCNConv", "DistSAGEConv", "GraphContext", "GraphSAGE",
-    "build_model", "current_graph_context", "distribute", "use_graph_context",
+    "GAT",
+    "GCN",
+    "DistGATConv",
+    "DistGCNConv",
+    "DistSAGEConv",
+    "GraphContext",
+    "GraphSAGE",
+    "build_model",
+    "current_graph_context",
+    "distribute",
+    "use_graph_context",
 ]

@@ -72,7 +72,9 @@ def current_graph_context() -> GraphContext | None:
     return _ACTIVE[-1] if _ACTIVE else None
 
 
-def aggregate(h: Tensor, edge_index: Tensor, weight: Tensor, num_rows: int, out: Tensor | None = None) -> Tensor:
+def aggregate(
+    h: Tensor, edge_index: Tensor, weight: Tensor, num_rows: int, out: Tensor | None = None
+) -> Tensor:
     """``out[i] += Σ_{(j, i) ∈ edges} weight · h[j]``: ``[num_rows, d]`` (vectorised)."""
     messages = h.index_select(0, edge_index[0]) * weight.unsqueeze(-1)
     if out is None:

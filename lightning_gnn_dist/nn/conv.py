@@ -53,7 +53,9 @@ class DistGCNConv(_Distributed, GCNConv):
                 "normalisation comes from the partition); got "
                 f"normalize={self.normalize}, edge_weight={'given' if edge_weight is not None else None}"
             )
-        owned_edges, halo_edges, (owned_w, halo_w) = ctx.gcn_graph(self.add_self_loops, self.improved)
+        owned_edges, halo_edges, (owned_w, halo_w) = ctx.gcn_graph(
+            self.add_self_loops, self.improved
+        )
         transform_first = self.out_channels <= self.in_channels
         h = self.lin(x) if transform_first else x
         pending = ctx.exchange.start(h, self._name())
@@ -85,13 +87,21 @@ class DistGATConv(_Distributed, GATConv):
     """:class:`torch_geometric.nn.GATConv` on the local graph (halo rows from the exchange;
     attention softmax is over each owned vertex's full in-neighbourhood, hence exact)."""
 
-    def forward(self, x: Tensor, edge_index, edge_attr: Tensor | None = None, size=None,
-                return_attention_weights=None):
+    def forward(
+        self,
+        x: Tensor,
+        edge_index,
+        edge_attr: Tensor | None = None,
+        size=None,
+        return_attention_weights=None,
+    ):
         ctx = current_graph_context()
         if ctx is None or not isinstance(x, Tensor):
             return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
         if return_attention_weights:
-            raise NotImplementedError("return_attention_weights is not supported in distributed mode")
+            raise NotImplementedError(
+                "return_attention_weights is not supported in distributed mode"
+            )
         halo = ctx.exchange(x, self._name())
         return super().forward(torch.cat([x, halo]), edge_index, edge_attr)[: x.size(0)]
 

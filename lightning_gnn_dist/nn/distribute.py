@@ -46,10 +46,14 @@ def distribute(model: nn.Module) -> nn.Module:
             module.layer_name = name
         elif not hasattr(module, _HOOKED):
             module.layer_name = name
-            setattr(module, _HOOKED, (
-                module.register_forward_pre_hook(_exchange_input, with_kwargs=True),
-                module.register_forward_hook(_keep_owned_rows),
-            ))
+            setattr(
+                module,
+                _HOOKED,
+                (
+                    module.register_forward_pre_hook(_exchange_input, with_kwargs=True),
+                    module.register_forward_hook(_keep_owned_rows),
+                ),
+            )
     return model
 
 

@@ -41,7 +41,14 @@ class GCN(_Stack):
         dropout (float): dropout between layers. (default: ``0.5``)
     """
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+    ) -> None:
         d = _dims(in_channels, hidden_channels, out_channels, num_layers)
         super().__init__([DistGCNConv(d[i], d[i + 1]) for i in range(num_layers)], dropout)
 
@@ -49,7 +56,14 @@ class GCN(_Stack):
 class GraphSAGE(_Stack):
     """GraphSAGE (mean aggregation) of :class:`DistSAGEConv` layers; arguments as :class:`GCN`."""
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+    ) -> None:
         d = _dims(in_channels, hidden_channels, out_channels, num_layers)
         super().__init__([DistSAGEConv(d[i], d[i + 1]) for i in range(num_layers)], dropout)
 
@@ -59,20 +73,34 @@ class GAT(_Stack):
     output layer one head. Arguments as :class:`GCN` plus ``heads`` (default: ``4``); attention
     dropout equals ``dropout``."""
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5, heads: int = 4) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+        heads: int = 4,
+    ) -> None:
         d = _dims(in_channels, hidden_channels, out_channels, num_layers)
         convs = []
         for i in range(num_layers):
             last = i == num_layers - 1
             width_in = d[i] if i == 0 else d[i] * heads
-            convs.append(DistGATConv(width_in, d[i + 1], heads=1 if last else heads, concat=not last, dropout=dropout))
+            convs.append(
+                DistGATConv(
+                    width_in, d[i + 1], heads=1 if last else heads, concat=not last, dropout=dropout
+                )
+            )
         super().__init__(convs, dropout)
 
 
 MODELS = {"gcn": GCN, "sage": GraphSAGE, "graphsage": GraphSAGE, "gat": GAT}
 
 
-def build_model(name: str, in_channels: int, hidden_channels: int, out_channels: int, **kwargs) -> nn.Module:
+def build_model(
+    name: str, in_channels: int, hidden_channels: int, out_channels: int, **kwargs
+) -> nn.Module:
     """Build a reference model by name (``gcn``, ``sage``/``graphsage``, ``gat``)."""
     try:
         cls = MODELS[name.lower()]

@@ -35,7 +35,9 @@ class Partitioner(ABC):
 
     def __init__(self, seed: int = 0, epsilon: float = 0.03) -> None:
         if not 0.0 <= epsilon <= 10.0:
-            raise ValueError(f"epsilon must be in [0, 10] (got {epsilon}); 0.03 allows 3% imbalance")
+            raise ValueError(
+                f"epsilon must be in [0, 10] (got {epsilon}); 0.03 allows 3% imbalance"
+            )
         self.seed = int(seed)
         self.epsilon = float(epsilon)
 
@@ -49,7 +51,11 @@ class Partitioner(ABC):
         if num_parts == 1:
             return np.zeros(data.num_nodes, dtype=np.int64)
         assignment = np.asarray(self._partition(data, num_parts), dtype=np.int64)
-        if assignment.shape != (data.num_nodes,) or assignment.min() < 0 or assignment.max() >= num_parts:
+        if (
+            assignment.shape != (data.num_nodes,)
+            or assignment.min() < 0
+            or assignment.max() >= num_parts
+        ):
             raise RuntimeError(f"{self.name} partitioner returned an invalid assignment")
         return assignment
 

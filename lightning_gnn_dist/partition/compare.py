@@ -12,7 +12,13 @@ from lightning_gnn_dist.partition.base import check_num_parts, get_partitioner
 from lightning_gnn_dist.partition.metrics import partition_metrics
 
 DEFAULT_METHODS = ("hypergraph-mtkahypar", "hypergraph-kahypar", "metis", "random")
-_NORMALISED = ("avg_send_rows", "max_send_rows", "avg_messages", "max_messages", "total_volume_rows")
+_NORMALISED = (
+    "avg_send_rows",
+    "max_send_rows",
+    "avg_messages",
+    "max_messages",
+    "total_volume_rows",
+)
 
 
 def compare_partitioners(

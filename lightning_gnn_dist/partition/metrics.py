@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from torch_geometric.data import Data
 
-from lightning_gnn_dist.data.graph import column_net_pins, row_nnz, symmetric_csr
+from lightning_gnn_dist.data.graph import column_net_pins, row_nnz, sorted_unique, symmetric_csr
 
 FLOAT32_BYTES = 4
 
@@ -110,7 +110,10 @@ class PartitionMetrics:
 
     @classmethod
     def from_dict(cls, values: dict) -> PartitionMetrics:
-        arrays = {k: np.asarray(values[k], dtype=np.int64) for k in ("peer_rows", "part_sizes", "part_nnz")}
+        arrays = {
+            k: np.asarray(values[k], dtype=np.int64)
+            for k in ("peer_rows", "part_sizes", "part_nnz")
+        }
         return cls(
             num_parts=int(values["num_parts"]),
             num_nodes=int(values["num_nodes"]),
@@ -135,7 +138,7 @@ def partition_metrics(data: Data, assignment: np.ndarray, num_parts: int) -> Par
         raise ValueError(f"assignment values must lie in [0, {num_parts})")
     nets, pins = column_net_pins(data.edge_index, num_nodes)
     # Distinct (net, part) pairs are the connectivity sets Λ(n_j).
-    net_part = np.unique(nets * num_parts + assignment[pins])
+    net_part = sorted_unique(nets * num_parts + assignment[pins])
     net, part = net_part // num_parts, net_part % num_parts
     owner = assignment[net]
     remote = part != owner

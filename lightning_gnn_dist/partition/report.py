@@ -16,15 +16,37 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     """Paper 000 Table 2 layout: volume and messages per rank (avg/max, absolute and ÷ random),
     edge cut, load imbalance, partitioning seconds."""
     table = Table(title=title)
-    for header in ("method", "vol avg", "vol max", "msgs avg", "msgs max", "total vol",
-                   "vol avg/RP", "vol max/RP", "msgs avg/RP", "msgs max/RP", "edge cut", "imbalance", "seconds"):
+    for header in (
+        "method",
+        "vol avg",
+        "vol max",
+        "msgs avg",
+        "msgs max",
+        "total vol",
+        "vol avg/RP",
+        "vol max/RP",
+        "msgs avg/RP",
+        "msgs max/RP",
+        "edge cut",
+        "imbalance",
+        "seconds",
+    ):
         table.add_column(header, justify="left" if header == "method" else "right")
     for r in rows:
         table.add_row(
-            r["method"], f"{r['avg_send_rows']:.1f}", str(r["max_send_rows"]), f"{r['avg_messages']:.2f}",
-            str(r["max_messages"]), str(r["total_volume_rows"]), _ratio(r["avg_send_rows_vs_random"]),
-            _ratio(r["max_send_rows_vs_random"]), _ratio(r["avg_messages_vs_random"]),
-            _ratio(r["max_messages_vs_random"]), str(r["edge_cut"]), f"{r['imbalance']:.3f}", f"{r['seconds']:.2f}",
+            r["method"],
+            f"{r['avg_send_rows']:.1f}",
+            str(r["max_send_rows"]),
+            f"{r['avg_messages']:.2f}",
+            str(r["max_messages"]),
+            str(r["total_volume_rows"]),
+            _ratio(r["avg_send_rows_vs_random"]),
+            _ratio(r["max_send_rows_vs_random"]),
+            _ratio(r["avg_messages_vs_random"]),
+            _ratio(r["max_messages_vs_random"]),
+            str(r["edge_cut"]),
+            f"{r['imbalance']:.3f}",
+            f"{r['seconds']:.2f}",
         )
     return table
 
@@ -41,6 +63,7 @@ def metrics_table(summary: dict[str, Any], title: str) -> Table:
 
 def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     """A GitHub markdown table of ``columns`` from ``rows`` (floats with 3 significant digits)."""
+
     def fmt(v: Any) -> str:
         if v is None:
             return "–"

@@ -23,7 +23,9 @@ def _reference(seed, world_size):
     x = torch.cat([p.x for p in parts]).requires_grad_()  # relabelled order
     loss = 0
     for part in parts:
-        weight = torch.arange(part.num_halo * WIDTH, dtype=torch.float32).view(-1, WIDTH) + part.part_id
+        weight = (
+            torch.arange(part.num_halo * WIDTH, dtype=torch.float32).view(-1, WIDTH) + part.part_id
+        )
         loss = loss + (x[part.halo_ids] * weight).sum()
     loss.backward()
     return x.grad, parts
@@ -62,10 +64,15 @@ def test_exchange_values_gradients_and_bytes(mode, world_size):
         by_direction = {t["direction"]: t for t in result["traffic"]}
         r = part.part_id
         if mode == "p2p":
-            sent = {"forward": (metrics.send_rows[r], metrics.send_messages[r]),
-                    "backward": (metrics.recv_rows[r], metrics.recv_messages[r])}
+            sent = {
+                "forward": (metrics.send_rows[r], metrics.send_messages[r]),
+                "backward": (metrics.recv_rows[r], metrics.recv_messages[r]),
+            }
         else:
-            own, others = (world_size - 1) * metrics.part_sizes[r], data.num_nodes - metrics.part_sizes[r]
+            own, others = (
+                (world_size - 1) * metrics.part_sizes[r],
+                data.num_nodes - metrics.part_sizes[r],
+            )
             sent = {"forward": (own, world_size - 1), "backward": (others, world_size - 1)}
         for direction, (rows, messages) in sent.items():
             assert by_direction[direction]["rows_sent"] == rows

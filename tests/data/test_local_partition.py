@@ -11,7 +11,7 @@ from tests.helpers import figure2_graph, random_graph
 def simulate_exchange(parts, x_global_new):
     """Assemble each part's halo rows from its owners' send plans (no process group)."""
     halos = []
-    for p, part in enumerate(parts):
+    for p, _part in enumerate(parts):
         blocks = []
         for q, owner in enumerate(parts):
             if q == p:
@@ -28,7 +28,9 @@ def simulate_exchange(parts, x_global_new):
 def test_plans_match_metrics_and_exchange_reproduces_gcn(seed):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(3, 60))
-    data = random_graph(n, 3 * n, seed, directed=bool(seed % 2), self_loops=seed % 3 == 0, features=5)
+    data = random_graph(
+        n, 3 * n, seed, directed=bool(seed % 2), self_loops=seed % 3 == 0, features=5
+    )
     p = int(rng.integers(1, min(n, 5) + 1))
     assignment = rng.integers(0, p, n)
     metrics = partition_metrics(data, assignment, p)

@@ -37,7 +37,9 @@ class Recorder(pl.Callback):
     def on_train_end(self, trainer, pl_module):
         if trainer.is_global_zero:
             params = {k: v.tolist() for k, v in pl_module.model.state_dict().items()}
-            self.path.write_text(json.dumps({"losses": self.losses, "params": params, "traffic": self.traffic}))
+            self.path.write_text(
+                json.dumps({"losses": self.losses, "params": params, "traffic": self.traffic})
+            )
 
 
 def reference_run(kind, state_dict):
@@ -48,7 +50,10 @@ def reference_run(kind, state_dict):
     elif kind == "sage":
         convs = [SAGEConv(24, HIDDEN), SAGEConv(HIDDEN, 4)]
     else:
-        convs = [GATConv(24, HIDDEN, heads=HEADS), GATConv(HIDDEN * HEADS, 4, heads=1, concat=False)]
+        convs = [
+            GATConv(24, HIDDEN, heads=HEADS),
+            GATConv(HIDDEN * HEADS, 4, heads=1, concat=False),
+        ]
     model = torch.nn.Module()
     model.convs = torch.nn.ModuleList(convs)
     model.load_state_dict(state_dict)
@@ -83,15 +88,27 @@ def stores(tmp_path_factory):
 @pytest.mark.parametrize("world_size", [1, 2, 4])
 def test_distributed_training_equals_single_process(kind, method, world_size, stores, tmp_path):
     pl.seed_everything(0)
-    module = NodeClassifier(kind, hidden_channels=HIDDEN, dropout=0.0, lr=LR, in_channels=24, num_classes=4, heads=HEADS)
+    module = NodeClassifier(
+        kind, hidden_channels=HIDDEN, dropout=0.0, lr=LR, in_channels=24, num_classes=4, heads=HEADS
+    )
     initial = {k: v.clone() for k, v in module.model.state_dict().items()}
-    datamodule = GraphPartitionDataModule(DATASET, method=method, num_parts=world_size, root=str(stores))
+    datamodule = GraphPartitionDataModule(
+        DATASET, method=method, num_parts=world_size, root=str(stores)
+    )
     monitor = CommunicationMonitor()
     out = tmp_path / "result.json"
     trainer = pl.Trainer(
-        strategy="gnn_ddp_fork", accelerator="cpu", devices=world_size, max_epochs=EPOCHS,
-        callbacks=[monitor, Recorder(out, monitor)], logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
+        strategy="gnn_ddp_fork",
+        accelerator="cpu",
+        devices=world_size,
+        max_epochs=EPOCHS,
+        callbacks=[monitor, Recorder(out, monitor)],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
     )
     trainer.fit(module, datamodule=datamodule)
     result = json.loads(out.read_text())
@@ -99,7 +116,9 @@ def test_distributed_training_equals_single_process(kind, method, world_size, st
     ref_losses, ref_params = reference_run(kind, initial)
     np.testing.assert_allclose(result["losses"], ref_losses, rtol=1e-5, atol=1e-5)
     for key, value in ref_params.items():
-        np.testing.assert_allclose(np.array(result["params"][key]), value.numpy(), rtol=1e-5, atol=1e-5, err_msg=key)
+        np.testing.assert_allclose(
+            np.array(result["params"][key]), value.numpy(), rtol=1e-5, atol=1e-5, err_msg=key
+        )
 
     metrics = PartitionStore.open(datamodule.store_path).metrics
     projected = projected_epoch_bytes(metrics, exchange_widths(kind))

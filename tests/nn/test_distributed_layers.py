@@ -63,8 +63,12 @@ def _rank(rank, world_size, kind, seed):
     grads = {k: p.grad.clone() for k, p in model.named_parameters()}
     for g in grads.values():
         torch.distributed.all_reduce(g)
-    return {"ids": part.global_ids.numpy(), "out": out.detach().numpy(), "grads": {k: v.numpy() for k, v in grads.items()},
-            "traffic": ctx.exchange.counter.as_dicts()}
+    return {
+        "ids": part.global_ids.numpy(),
+        "out": out.detach().numpy(),
+        "grads": {k: v.numpy() for k, v in grads.items()},
+        "traffic": ctx.exchange.counter.as_dicts(),
+    }
 
 
 @pytest.mark.parametrize("kind", ["gcn", "gcn-widening", "sage", "gat", "graphconv"])
@@ -74,7 +78,9 @@ def test_distributed_forward_backward_equals_pyg(kind, world_size):
     ref_out, ref_grads = _reference(kind, seed)
     results = run_ranks(_rank, world_size, kind, seed)
     for result in results:
-        np.testing.assert_allclose(result["out"], ref_out[result["ids"]].numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            result["out"], ref_out[result["ids"]].numpy(), rtol=1e-5, atol=1e-5
+        )
     for key, grad in ref_grads.items():
         np.testing.assert_allclose(results[0]["grads"][key], grad.numpy(), rtol=1e-5, atol=1e-5)
     if world_size > 1:

@@ -33,7 +33,9 @@ def brute_force(data, assignment, num_parts):
 def test_metrics_equal_brute_force_on_random_graphs(seed):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 40))
-    data = random_graph(n, int(rng.integers(0, 4 * n)), seed, directed=bool(seed % 2), self_loops=seed % 3 == 0)
+    data = random_graph(
+        n, int(rng.integers(0, 4 * n)), seed, directed=bool(seed % 2), self_loops=seed % 3 == 0
+    )
     p = int(rng.integers(1, min(n, 6) + 1))
     assignment = rng.integers(0, p, n)
     metrics = partition_metrics(data, assignment, p)
@@ -76,7 +78,10 @@ def test_projected_bytes():
     data, assignment = figure2_graph()
     metrics = partition_metrics(data, np.array(assignment), 3)
     layers = projected_epoch_bytes(metrics, paper_gcn_widths([8, 4, 2]))
-    assert [(x.forward_bytes_total, x.backward_bytes_total) for x in layers] == [(9 * 8 * 4, 9 * 4 * 4), (9 * 4 * 4, 9 * 2 * 4)]
+    assert [(x.forward_bytes_total, x.backward_bytes_total) for x in layers] == [
+        (9 * 8 * 4, 9 * 4 * 4),
+        (9 * 4 * 4, 9 * 2 * 4),
+    ]
     assert layers[0].forward_bytes_max == metrics.send_rows.max() * 8 * 4
     same = projected_epoch_bytes(metrics, [5])
     assert same[0].forward_bytes_total == same[0].backward_bytes_total == 9 * 5 * 4

@@ -1,0 +1,131 @@
+"""The OGB loader on a tiny dataset written in OGB's on-disk layout; the network is blocked."""
+
+from __future__ import annotations
+
+import builtins
+import gzip
+import os
+import socket
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+# Keep imports offline: "outdated" checks PyPI for itself on import unless OUTDATED_IGNORE is
+# set, and ogb starts a PyPI version check of ogb in a thread on import (stubbed below).
+os.environ.setdefault("OUTDATED_IGNORE", "1")
+try:
+    import outdated
+
+    outdated.check_outdated = lambda package, version, *args, **kwargs: (False, version)
+except ImportError:  # then ogb does not check
+    pass
+
+pytest.importorskip("ogb")
+
+from lightning_gnn_dist.data import DatasetError, load_dataset  # noqa: E402
+from lightning_gnn_dist.data.ogb import load_ogb  # noqa: E402
+
+EDGES = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (0, 3)]  # cites: source -> target
+NUM_NODES = 6
+
+
+def _no_network(*args, **kwargs):
+    raise AssertionError("the OGB test tried to use the network (a download was attempted)")
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """Any download, URL open, socket connection or stdin prompt fails the test."""
+    import ogb.nodeproppred.dataset_pyg as dataset_pyg
+    import ogb.utils.url as ogb_url
+
+    monkeypatch.setattr(dataset_pyg, "download_url", _no_network)
+    monkeypatch.setattr(dataset_pyg, "decide_download", _no_network)
+    monkeypatch.setattr(ogb_url, "ur", SimpleNamespace(urlopen=_no_network))
+    monkeypatch.setattr(urllib.request, "urlopen", _no_network)
+    monkeypatch.setattr(socket.socket, "connect", _no_network)
+    monkeypatch.setattr(builtins, "input", _no_network)
+
+
+def write_arxiv(root: Path, labels: list[str] | None = None) -> Path:
+    """A 6-vertex ``ogbn-arxiv`` in OGB's raw layout (see ogb/nodeproppred/master.csv)."""
+    directory = root / "ogbn_arxiv"
+    (directory / "raw").mkdir(parents=True)
+    (directory / "split" / "time").mkdir(parents=True)
+
+    def write(name: str, rows: list[str]) -> None:
+        with gzip.open(directory / name, "wt") as handle:
+            handle.write("".join(row + "\n" for row in rows))
+
+    write("raw/edge.csv.gz", [f"{s},{t}" for s, t in EDGES])
+    write("raw/node-feat.csv.gz", [f"{i + 0.5},{-(i + 0.25)}" for i in range(NUM_NODES)])
+    write("raw/node-label.csv.gz", labels or [str(i % 3) for i in range(NUM_NODES)])
+    write("raw/node_year.csv.gz", [str(2000 + i) for i in range(NUM_NODES)])
+    write("raw/num-node-list.csv.gz", [str(NUM_NODES)])
+    write("raw/num-edge-list.csv.gz", [str(len(EDGES))])
+    write("split/time/train.csv.gz", ["0", "1", "2"])
+    write("split/time/valid.csv.gz", ["3"])
+    write("split/time/test.csv.gz", ["4", "5"])
+    (directory / "RELEASE_v1.txt").write_text("")
+    return directory
+
+
+def test_ogb_arxiv_layout_loads_without_download(tmp_path):
+    write_arxiv(tmp_path)
+    data = load_dataset(f"ogb:ogbn-arxiv?root={tmp_path}")
+    assert data.name == "ogbn-arxiv"
+    assert data.num_nodes == NUM_NODES
+    edges = {(int(s), int(t)) for s, t in data.edge_index.t().tolist()}
+    assert edges == set(EDGES)  # kept directed, as OGB stores them
+    assert data.x.dtype == torch.float32
+    assert torch.equal(data.x[:, 0], torch.arange(NUM_NODES) + 0.5)
+    assert torch.equal(data.x[:, 1], -(torch.arange(NUM_NODES) + 0.25))
+    assert data.y.dtype == torch.int64 and data.y.shape == (NUM_NODES,)
+    assert data.y.tolist() == [0, 1, 2, 0, 1, 2]
+    assert data.train_mask.tolist() == [True, True, True, False, False, False]
+    assert data.val_mask.tolist() == [False, False, False, True, False, False]
+    assert data.test_mask.tolist() == [False, False, False, False, True, True]
+    assert (tmp_path / "ogbn_arxiv" / "processed" / "geometric_data_processed.pt").exists()
+
+    # The second load reads ogb's processed file (torch.load) and gives identical tensors.
+    again = load_dataset(f"ogb:ogbn-arxiv?root={tmp_path}")
+    for key in ("x", "y", "edge_index", "train_mask", "val_mask", "test_mask"):
+        assert torch.equal(data[key], again[key]), key
+
+
+def test_ogb_nan_labels_become_minus_one_and_leave_the_masks(tmp_path):
+    write_arxiv(tmp_path, labels=["0", "nan", "2", "1", "nan", "2"])
+    data = load_ogb("ogbn-arxiv", root=tmp_path)
+    assert data.y.tolist() == [0, -1, 2, 1, -1, 2]
+    assert data.train_mask.tolist() == [True, False, True, False, False, False]
+    assert data.test_mask.tolist() == [False, False, False, False, False, True]
+
+
+def test_ogb_directory_without_release_marker_is_refused_without_prompt(tmp_path):
+    directory = write_arxiv(tmp_path)
+    (directory / "RELEASE_v1.txt").unlink()
+    with pytest.raises(DatasetError, match="without RELEASE_v1.txt"):
+        load_ogb("ogbn-arxiv", root=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("ogbn-nope", "unknown OGB node-property dataset 'ogbn-nope'"),
+        ("ogbn-mag", "ogbn-mag is a heterogeneous graph"),
+        ("ogbn-proteins", "ogbn-proteins has 112 prediction tasks"),
+    ],
+)
+def test_ogb_unsupported_datasets_fail_before_any_download(tmp_path, name, message):
+    with pytest.raises(ValueError, match=message):
+        load_ogb(name, root=tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_network_guard_catches_a_download_attempt(tmp_path):
+    # No local files: ogb would download; the guard turns that into a test failure.
+    with pytest.raises(AssertionError, match="tried to use the network"):
+        load_ogb("ogbn-arxiv", root=tmp_path)
