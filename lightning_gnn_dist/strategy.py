@@ -7,6 +7,7 @@ start the processes themselves), ``gnn_ddp_spawn`` and ``gnn_ddp_fork``.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import fields, replace
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -183,8 +184,6 @@ class GNNStrategy(DDPStrategy):
 def _to_device(partition: LocalPartition, device: torch.device) -> LocalPartition:
     if device.type == "cpu":
         return partition
-    from dataclasses import fields, replace
-
     moved = {
         f.name: getattr(partition, f.name).to(device)
         for f in fields(partition)

@@ -40,7 +40,8 @@ class GraphPartitionDataModule(pl.LightningDataModule):
     simply the whole graph, so single-process code runs unchanged.
 
     Args:
-        dataset (str): dataset spec, see :func:`~lightning_gnn_dist.data.load_dataset`.
+        dataset (str or Data): dataset spec, see :func:`~lightning_gnn_dist.data.load_dataset`,
+            or an in-memory PyG ``Data`` (named by its ``name`` attribute in the store path).
             (default: ``"digits"``)
         method (str): partition method (``hypergraph``, ``metis``, ``random``, ...).
             (default: ``"hypergraph"``)
@@ -54,7 +55,7 @@ class GraphPartitionDataModule(pl.LightningDataModule):
 
     def __init__(
         self,
-        dataset: str = "digits",
+        dataset: str | Data = "digits",
         method: str = "hypergraph",
         num_parts: int | None = None,
         root: str = "partitions",
@@ -89,11 +90,17 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         """Directory of the partition store used by this module."""
         if self.store_dir is not None:
             return Path(self.store_dir)
-        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", self.dataset).strip("_")[:80]
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", self._dataset_name).strip("_")[:80]
         return (
             Path(self.root)
             / f"{slug}-{self.method}-p{self._parts()}-s{self.seed}-e{self.epsilon:g}"
         )
+
+    @property
+    def _dataset_name(self) -> str:
+        if isinstance(self.dataset, Data):
+            return str(getattr(self.dataset, "name", None) or "graph")
+        return self.dataset
 
     def prepare_data(self) -> None:
         from lightning_gnn_dist.data.datasets import load_dataset
@@ -102,7 +109,9 @@ class GraphPartitionDataModule(pl.LightningDataModule):
 
         data = load_dataset(self.dataset)
         partitioner = get_partitioner(self.method, seed=self.seed, epsilon=self.epsilon)
-        partition_to_store(data, partitioner, self._parts(), self.store_path, dataset=self.dataset)
+        partition_to_store(
+            data, partitioner, self._parts(), self.store_path, dataset=self._dataset_name
+        )
 
     @property
     def store(self) -> PartitionStore:
@@ -179,6 +188,6 @@ class GraphPartitionDataModule(pl.LightningDataModule):
 
     def __repr__(self) -> str:
         return (
-            f"GraphPartitionDataModule(dataset={self.dataset!r}, method={self.method!r}, "
+            f"GraphPartitionDataModule(dataset={self._dataset_name!r}, method={self.method!r}, "
             f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon})"
         )
