@@ -10,33 +10,76 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
 
 PARTITION_COMMANDS = ("partition", "partition-compare")
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+
+
+class _OneLineErrorParser(argparse.ArgumentParser):
+    """Usage errors as one ``error: ...`` line on stderr and exit code 2 (argparse would print
+    the whole usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
 
 
 def _partition_parser() -> argparse.ArgumentParser:
     from lightning_gnn_dist.partition import PARTITIONERS
     from lightning_gnn_dist.partition.compare import DEFAULT_METHODS
 
-    parser = argparse.ArgumentParser(prog="python -m lightning_gnn_dist", description=__doc__)
+    parser = _OneLineErrorParser(prog="python -m lightning_gnn_dist", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--dataset", default="digits", help="dataset spec, e.g. digits, metis:PATH, sbm?num_nodes=5000 (default: digits)")
+    common = _OneLineErrorParser(add_help=False)
+    common.add_argument(
+        "--dataset",
+        default="digits",
+        help="dataset spec, e.g. digits, metis:PATH, sbm?num_nodes=5000 (default: digits)",
+    )
     common.add_argument("--num-parts", "-p", type=int, required=True, help="number of parts P")
     common.add_argument("--seed", type=int, default=0, help="partitioner seed (default: 0)")
-    common.add_argument("--epsilon", type=float, default=0.03, help="allowed imbalance (default: 0.03)")
+    common.add_argument(
+        "--epsilon", type=float, default=0.03, help="allowed imbalance (default: 0.03)"
+    )
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    one = sub.add_parser("partition", parents=[common], help="partition a graph, print metrics, optionally write a store")
-    one.add_argument("--method", "-m", default="hypergraph", choices=sorted(PARTITIONERS), help="(default: hypergraph)")
+    one = sub.add_parser(
+        "partition",
+        parents=[common],
+        help="partition a graph, print metrics, optionally write a store",
+    )
+    one.add_argument(
+        "--method",
+        "-m",
+        default="hypergraph",
+        choices=sorted(PARTITIONERS),
+        help="(default: hypergraph)",
+    )
     one.add_argument("--out", help="partition store directory to write (reused if it matches)")
-    cmp = sub.add_parser("partition-compare", parents=[common], help="compare partitioners (paper 000 Table 2)")
-    cmp.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), choices=sorted(PARTITIONERS),
-                     help=f"(default: {' '.join(DEFAULT_METHODS)})")
+    cmp = sub.add_parser(
+        "partition-compare", parents=[common], help="compare partitioners (paper 000 Table 2)"
+    )
+    cmp.add_argument(
+        "--methods",
+        nargs="+",
+        default=list(DEFAULT_METHODS),
+        choices=sorted(PARTITIONERS),
+        help=f"(default: {' '.join(DEFAULT_METHODS)})",
+    )
     return parser
+
+
+def _print_table(console: Console, table: Table) -> None:
+    """Print ``table``; when stdout is not a terminal (a pipe, a file) widen the console so that
+    no column is truncated to ``…`` (rich assumes 80 columns there)."""
+    if not console.is_terminal:
+        unbounded = console.options.update_width(1 << 16)
+        console.width = max(console.width, Measurement.get(console, unbounded, table).maximum)
+    console.print(table)
 
 
 def run_partition_command(argv: Sequence[str]) -> int:
@@ -53,40 +96,55 @@ def run_partition_command(argv: Sequence[str]) -> int:
     data = load_dataset(args.dataset)
     title = f"{args.dataset}: {data.num_nodes} vertices, {data.edge_index.size(1)} edges, P = {args.num_parts}"
     if args.command == "partition-compare":
-        rows = compare_partitioners(data, args.num_parts, args.methods, seed=args.seed, epsilon=args.epsilon)
+        rows = compare_partitioners(
+            data, args.num_parts, args.methods, seed=args.seed, epsilon=args.epsilon
+        )
         if args.json:
             print(json.dumps(rows, indent=1))
         else:
-            console.print(comparison_table(rows, title))
+            _print_table(console, comparison_table(rows, title))
         return 0
 
     partitioner = get_partitioner(args.method, seed=args.seed, epsilon=args.epsilon)
     if args.out:
-        store = partition_to_store(data, partitioner, args.num_parts, args.out, dataset=args.dataset)
-        summary = {"method": args.method, **store.metrics.summary(), "seconds": store.meta["seconds"], "store": str(store.path)}
+        store = partition_to_store(
+            data, partitioner, args.num_parts, args.out, dataset=args.dataset
+        )
+        summary = {
+            "method": args.method,
+            **store.metrics.summary(),
+            "seconds": store.meta["seconds"],
+            "store": str(store.path),
+        }
     else:
         import time
 
         start = time.perf_counter()
         assignment = partitioner.partition(data, args.num_parts)
         seconds = time.perf_counter() - start
-        summary = {"method": args.method, **partition_metrics(data, assignment, args.num_parts).summary(), "seconds": seconds}
+        summary = {
+            "method": args.method,
+            **partition_metrics(data, assignment, args.num_parts).summary(),
+            "seconds": seconds,
+        }
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
-        console.print(metrics_table(summary, title))
+        _print_table(console, metrics_table(summary, title))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in LIGHTNING_COMMANDS:
+    """Entry point; ``argv`` defaults to ``sys.argv[1:]``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in LIGHTNING_COMMANDS:
         from lightning_gnn_dist.training_cli import run_lightning_cli
 
-        run_lightning_cli(argv)
+        # LightningCLI reads sys.argv itself; passing it again as `args` only triggers a warning.
+        run_lightning_cli(None if argv is None else args)
         return 0
     try:
-        return run_partition_command(argv)
-    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        return run_partition_command(args)
+    except (ValueError, OSError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -30,12 +30,13 @@ class GNNLightningCLI(LightningCLI):
             self.trainer.test(self.model, datamodule=self.datamodule)
 
 
-def run_lightning_cli(argv: Sequence[str]) -> GNNLightningCLI:
-    """Run the LightningCLI on ``argv`` (e.g. ``["fit", "--config", "examples/gcn_digits.yaml"]``)."""
+def run_lightning_cli(argv: Sequence[str] | None = None) -> GNNLightningCLI:
+    """Run the LightningCLI on ``argv`` (e.g. ``["fit", "--config", "examples/gcn_digits.yaml"]``;
+    default: ``sys.argv[1:]``)."""
     return GNNLightningCLI(
         NodeClassifier,
         GraphPartitionDataModule,
-        args=list(argv),
+        args=None if argv is None else list(argv),
         save_config_kwargs={"overwrite": True},
         trainer_defaults={"strategy": "gnn_ddp", "accelerator": "cpu", "log_every_n_steps": 1},
     )

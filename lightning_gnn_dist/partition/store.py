@@ -56,13 +56,17 @@ class PartitionStore:
         path = Path(path)
         meta_path = path / "meta.json"
         if not meta_path.is_file():
-            raise FileNotFoundError(f"{path} is not a partition store (no meta.json); create it with "
-                                    "`python -m lightning_gnn_dist partition --out DIR ...`")
+            raise FileNotFoundError(
+                f"{path} is not a partition store (no meta.json); create it with "
+                "`python -m lightning_gnn_dist partition --out DIR ...`"
+            )
         try:
             meta = json.loads(meta_path.read_text())
             meta["files"], meta["settings"], meta["fingerprint"]  # noqa: B018
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise PartitionStoreError(f"{meta_path} is corrupt ({err}); delete {path} and partition again") from None
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
+            raise PartitionStoreError(
+                f"{meta_path} is corrupt ({err}); delete {path} and partition again"
+            ) from None
         if meta.get("format_version") != FORMAT_VERSION:
             raise PartitionStoreError(
                 f"{path} has store format {meta.get('format_version')}, this version reads {FORMAT_VERSION}; "
@@ -82,9 +86,13 @@ class PartitionStore:
         file = self.path / name
         expected = self.meta["files"].get(name)
         if expected is None or not file.is_file():
-            raise PartitionStoreError(f"{file} is missing from the store; delete {self.path} and partition again")
+            raise PartitionStoreError(
+                f"{file} is missing from the store; delete {self.path} and partition again"
+            )
         if _sha256(file) != expected:
-            raise PartitionStoreError(f"{file} is corrupt (checksum mismatch); delete {self.path} and partition again")
+            raise PartitionStoreError(
+                f"{file} is corrupt (checksum mismatch); delete {self.path} and partition again"
+            )
         return file
 
     def assignment(self) -> np.ndarray:
@@ -94,7 +102,9 @@ class PartitionStore:
     def load_part(self, part_id: int) -> LocalPartition:
         """Load (and checksum) the :class:`LocalPartition` of ``part_id`` only."""
         if not 0 <= part_id < self.num_parts:
-            raise ValueError(f"part {part_id} does not exist; the store has parts 0..{self.num_parts - 1}")
+            raise ValueError(
+                f"part {part_id} does not exist; the store has parts 0..{self.num_parts - 1}"
+            )
         return LocalPartition.load(self._verified(_part_name(part_id)))
 
     def check_matches(self, fingerprint: str, settings: dict[str, Any]) -> None:
@@ -102,16 +112,21 @@ class PartitionStore:
         settings; the message lists what differs."""
         differences = []
         if self.meta["fingerprint"] != fingerprint:
-            differences.append(f"dataset fingerprint {self.meta['fingerprint'][:12]}… != {fingerprint[:12]}… "
-                               f"(store made for {self.meta.get('dataset')!r})")
+            differences.append(
+                f"dataset fingerprint {self.meta['fingerprint'][:12]}… != {fingerprint[:12]}… "
+                f"(store made for {self.meta.get('dataset')!r})"
+            )
         stored = self.meta["settings"]
         for key in sorted(set(stored) | set(settings)):
             if stored.get(key) != settings.get(key):
-                differences.append(f"{key}: stored {stored.get(key)!r}, requested {settings.get(key)!r}")
+                differences.append(
+                    f"{key}: stored {stored.get(key)!r}, requested {settings.get(key)!r}"
+                )
         if differences:
             raise PartitionStoreError(
                 f"the partition store {self.path} was made for another dataset or settings: "
-                + "; ".join(differences) + ". Use another --out directory or delete this one."
+                + "; ".join(differences)
+                + ". Use another --out directory or delete this one."
             )
 
 
@@ -144,7 +159,9 @@ def partition_to_store(
         store.check_matches(fingerprint, settings)
         return store
 
-    with status(f"partitioning {dataset or 'graph'} into {num_parts} parts with {partitioner.name}"):
+    with status(
+        f"partitioning {dataset or 'graph'} into {num_parts} parts with {partitioner.name}"
+    ):
         start = time.perf_counter()
         assignment = partitioner.partition(data, num_parts)
         seconds = time.perf_counter() - start
