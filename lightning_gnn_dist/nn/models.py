@@ -9,14 +9,27 @@ from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistSAGEConv
 
 
 class _Stack(nn.Module):
-    """``num_layers`` convolutions with ReLU and dropout between them."""
+    """``num_layers`` convolutions of type :attr:`conv` with ReLU and dropout between them."""
 
-    def __init__(self, convs: list[nn.Module], dropout: float) -> None:
+    conv: type[nn.Module]
+
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+    ) -> None:
         super().__init__()
-        self.convs = nn.ModuleList(convs)
+        dims = _dims(in_channels, hidden_channels, out_channels, num_layers)
+        self.convs = nn.ModuleList(self._make_convs(dims, dropout))
         self.dropout = dropout
         for i, conv in enumerate(self.convs):
             conv.layer_name = f"convs.{i}"
+
+    def _make_convs(self, dims: list[int], dropout: float) -> list[nn.Module]:
+        return [self.conv(dims[i], dims[i + 1]) for i in range(len(dims) - 1)]
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         for i, conv in enumerate(self.convs):
@@ -41,37 +54,21 @@ class GCN(_Stack):
         dropout (float): dropout between layers. (default: ``0.5``)
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        hidden_channels: int,
-        out_channels: int,
-        num_layers: int = 2,
-        dropout: float = 0.5,
-    ) -> None:
-        d = _dims(in_channels, hidden_channels, out_channels, num_layers)
-        super().__init__([DistGCNConv(d[i], d[i + 1]) for i in range(num_layers)], dropout)
+    conv = DistGCNConv
 
 
 class GraphSAGE(_Stack):
     """GraphSAGE (mean aggregation) of :class:`DistSAGEConv` layers; arguments as :class:`GCN`."""
 
-    def __init__(
-        self,
-        in_channels: int,
-        hidden_channels: int,
-        out_channels: int,
-        num_layers: int = 2,
-        dropout: float = 0.5,
-    ) -> None:
-        d = _dims(in_channels, hidden_channels, out_channels, num_layers)
-        super().__init__([DistSAGEConv(d[i], d[i + 1]) for i in range(num_layers)], dropout)
+    conv = DistSAGEConv
 
 
 class GAT(_Stack):
     """GAT of :class:`DistGATConv` layers; hidden layers have ``heads`` concatenated heads, the
     output layer one head. Arguments as :class:`GCN` plus ``heads`` (default: ``4``); attention
     dropout equals ``dropout``."""
+
+    conv = DistGATConv
 
     def __init__(
         self,
@@ -82,17 +79,18 @@ class GAT(_Stack):
         dropout: float = 0.5,
         heads: int = 4,
     ) -> None:
-        d = _dims(in_channels, hidden_channels, out_channels, num_layers)
-        convs = []
-        for i in range(num_layers):
-            last = i == num_layers - 1
-            width_in = d[i] if i == 0 else d[i] * heads
+        self.heads = heads
+        super().__init__(in_channels, hidden_channels, out_channels, num_layers, dropout)
+
+    def _make_convs(self, dims: list[int], dropout: float) -> list[nn.Module]:
+        convs, last = [], len(dims) - 2
+        for i in range(len(dims) - 1):
+            width_in = dims[i] if i == 0 else dims[i] * self.heads
+            heads = 1 if i == last else self.heads
             convs.append(
-                DistGATConv(
-                    width_in, d[i + 1], heads=1 if last else heads, concat=not last, dropout=dropout
-                )
+                self.conv(width_in, dims[i + 1], heads=heads, concat=i != last, dropout=dropout)
             )
-        super().__init__(convs, dropout)
+        return convs
 
 
 MODELS = {"gcn": GCN, "sage": GraphSAGE, "graphsage": GraphSAGE, "gat": GAT}
