@@ -8,6 +8,7 @@ from typing import Any
 
 from torch_geometric.data import Data
 
+from lightning_gnn_dist._progress import track
 from lightning_gnn_dist.partition.base import check_num_parts, get_partitioner
 from lightning_gnn_dist.partition.metrics import partition_metrics
 
@@ -37,7 +38,8 @@ def compare_partitioners(
     check_num_parts(num_parts, data.num_nodes)
     partitioners = [get_partitioner(m, seed=seed, epsilon=epsilon) for m in methods]
     rows = []
-    for method, partitioner in zip(methods, partitioners, strict=True):
+    pairs = list(zip(methods, partitioners, strict=True))
+    for method, partitioner in track(pairs, f"partitioning into {num_parts} parts", total=len(pairs)):
         start = time.perf_counter()
         assignment = partitioner.partition(data, num_parts)
         seconds = time.perf_counter() - start
