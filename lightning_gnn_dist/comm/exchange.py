@@ -32,7 +32,8 @@ EXCHANGE_MODES: dict[str, type[HaloExchange]] = {}
 
 
 class Transfer:
-    """Requests in flight and the buffer they fill; :meth:`wait` returns the finished result."""
+    """Requests in flight and the buffer they fill; :meth:`wait` completes them, applies
+    ``on_done`` (a final local step, or a blocking collective) and returns the result."""
 
     def __init__(self, requests: list, result: Tensor, on_done=None) -> None:
         self.requests, self.result, self._on_done = requests, result, on_done
@@ -279,35 +280,45 @@ class BroadcastExchange(HaloExchange):
             messages_received=peers,
         )
 
+    # The collectives block, so they run inside Transfer.wait: the exchange time is measured like
+    # p2p's, and no local work could overlap them anyway.
     def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
         self._record(layer, "forward", h_owned)
+        return Transfer([], h_owned, self._broadcast_blocks)
+
+    def _post_backward(self, grad_halo: Tensor, layer: str) -> Transfer:
+        self._record(layer, "backward", grad_halo)
+        return Transfer([], grad_halo, self._reduce_blocks)
+
+    def _broadcast_blocks(self, h_owned: Tensor) -> Tensor:
+        """``[num_owned, d]`` → ``[num_halo, d]``: one broadcast per root, halo rows kept."""
+        halo = [h_owned.new_empty(0, h_owned.size(1))]
         if self.world_size == 1:
-            return Transfer([], h_owned.new_empty(0, h_owned.size(1)))
-        halo = []
+            return halo[0]
         for root, (size, rows) in enumerate(zip(self._block_sizes(), self._blocks(), strict=True)):
             block = h_owned if root == self.rank else h_owned.new_empty(size, h_owned.size(1))
             dist.broadcast(block, src=self._peer(root), group=self.group)
             if root != self.rank:
                 halo.append(block.index_select(0, rows.to(block.device)))
-        result = torch.cat(halo) if halo else h_owned.new_empty(0, h_owned.size(1))
-        return Transfer([], result)
+        return torch.cat(halo)
 
-    def _post_backward(self, grad_halo: Tensor, layer: str) -> Transfer:
-        self._record(layer, "backward", grad_halo)
+    def _reduce_blocks(self, grad_halo: Tensor) -> Tensor:
+        """``[num_halo, d]`` → ``[num_owned, d]``: one sum-reduce of a dense block per root."""
+        grad_owned = grad_halo.new_zeros(self.partition.num_owned, grad_halo.size(1))
         if self.world_size == 1:
-            return Transfer([], grad_halo.new_zeros(self.partition.num_owned, grad_halo.size(1)))
-        offset, grad_owned = 0, None
+            return grad_owned
+        offset = 0
         for root, (size, rows) in enumerate(zip(self._block_sizes(), self._blocks(), strict=True)):
-            block = grad_halo.new_zeros(size, grad_halo.size(1))
+            block = (
+                grad_owned if root == self.rank else grad_halo.new_zeros(size, grad_halo.size(1))
+            )
             if root != self.rank:
                 block.index_add_(
                     0, rows.to(block.device), grad_halo[offset : offset + rows.numel()]
                 )
                 offset += rows.numel()
             dist.reduce(block, dst=self._peer(root), group=self.group)
-            if root == self.rank:
-                grad_owned = block
-        return Transfer([], grad_owned)
+        return grad_owned
 
 
 def make_exchange(

@@ -51,6 +51,10 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         epsilon (float): allowed imbalance. (default: ``0.03``)
         store (str, optional): explicit store directory (overrides ``root``; e.g. one written by
             ``python -m lightning_gnn_dist partition --out``). (default: ``None``)
+        verify_dataset (bool): when the store already exists, load the dataset on local rank 0
+            to check it against the store's fingerprint. Set ``False`` for graphs too large for
+            one process that were partitioned offline: then no process ever loads the whole
+            graph, and only the settings (method, seed, parts) are checked. (default: ``True``)
     """
 
     def __init__(
@@ -62,6 +66,7 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         seed: int = 0,
         epsilon: float = 0.03,
         store: str | None = None,
+        verify_dataset: bool = True,
     ) -> None:
         super().__init__()
         from lightning_gnn_dist.partition import PARTITIONERS
@@ -74,6 +79,7 @@ class GraphPartitionDataModule(pl.LightningDataModule):
             raise ValueError(f"num_parts must be >= 1 (got {num_parts})")
         self.dataset, self.method, self.num_parts = dataset, method, num_parts
         self.root, self.seed, self.epsilon, self.store_dir = root, seed, epsilon, store
+        self.verify_dataset = verify_dataset
         self.local_partition: LocalPartition | None = None
         self.batch: Data | None = None
         self._store: PartitionStore | None = None
@@ -107,6 +113,8 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         from lightning_gnn_dist.partition import get_partitioner
         from lightning_gnn_dist.partition.store import partition_to_store
 
+        if not self.verify_dataset and (self.store_path / "meta.json").is_file():
+            return  # trusted offline partition; settings are checked in setup()
         data = load_dataset(self.dataset)
         partitioner = get_partitioner(self.method, seed=self.seed, epsilon=self.epsilon)
         partition_to_store(

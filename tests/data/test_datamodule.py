@@ -82,3 +82,25 @@ def test_strategy_needs_partitioned_datamodule():
     )
     with pytest.raises(Exception, match="needs a partitioned datamodule"):
         trainer.fit(NodeClassifier(in_channels=2, num_classes=3), datamodule=WholeGraph())
+
+
+def test_verify_dataset_false_never_loads_the_graph(tmp_path, monkeypatch):
+    data = random_graph(30, 60, 3, features=2)
+    GraphPartitionDataModule(
+        data, method="random", num_parts=1, store=str(tmp_path / "s")
+    ).prepare_data()
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the dataset was loaded")
+
+    monkeypatch.setattr("lightning_gnn_dist.data.datasets.load_dataset", no_loading)
+    trusted = GraphPartitionDataModule(
+        data, method="random", num_parts=1, store=str(tmp_path / "s"), verify_dataset=False
+    )
+    trusted.prepare_data()
+    trusted.setup("fit")
+    assert trusted.local_partition.num_owned == 30
+    with pytest.raises(AssertionError, match="was loaded"):
+        GraphPartitionDataModule(
+            data, method="random", num_parts=1, store=str(tmp_path / "s")
+        ).prepare_data()

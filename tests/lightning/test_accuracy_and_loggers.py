@@ -76,6 +76,8 @@ def test_monitor_and_report_reach_csv_and_tensorboard(tmp_path, exchange):
     assert len(measured) == 3 and measured == predicted and measured[0] > 0
     assert any(r.get("partition/total_volume_rows") for r in rows)
     assert any(r.get("comm/compute_seconds_avg") for r in rows)
+    # both modes time their exchange (broadcast's blocking collectives included)
+    assert all(float(r["comm/seconds_max"]) > 0 for r in rows if r.get("comm/seconds_max"))
 
     events = EventAccumulator(str(next((tmp_path / "tb").rglob("events.out.tfevents*")).parent))
     events.Reload()
