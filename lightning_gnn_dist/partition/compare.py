@@ -39,7 +39,9 @@ def compare_partitioners(
     partitioners = [get_partitioner(m, seed=seed, epsilon=epsilon) for m in methods]
     rows = []
     pairs = list(zip(methods, partitioners, strict=True))
-    for method, partitioner in track(pairs, f"partitioning into {num_parts} parts", total=len(pairs)):
+    for method, partitioner in track(
+        pairs, f"partitioning into {num_parts} parts", total=len(pairs)
+    ):
         start = time.perf_counter()
         assignment = partitioner.partition(data, num_parts)
         seconds = time.perf_counter() - start

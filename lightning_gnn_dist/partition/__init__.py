@@ -1,0 +1,35 @@
+"""Offline partitioning: vertex→part assignments and the registry of methods.
+
+Importing this package registers every method in :data:`PARTITIONERS`; use
+:func:`get_partitioner` to build one by name.
+"""
+
+from lightning_gnn_dist.partition.base import (
+    PARTITIONERS,
+    Partitioner,
+    get_partitioner,
+    register_partitioner,
+)
+from lightning_gnn_dist.partition.hypergraph import (
+    ColumnNetHypergraph,
+    HypergraphPartitioner,
+    KaHyParPartitioner,
+    MtKaHyParPartitioner,
+    column_net_hypergraph,
+)
+from lightning_gnn_dist.partition.metis import MetisPartitioner
+from lightning_gnn_dist.partition.random import RandomPartitioner
+
+__all__ = [
+    "PARTITIONERS",
+    "ColumnNetHypergraph",
+    "HypergraphPartitioner",
+    "KaHyParPartitioner",
+    "MetisPartitioner",
+    "MtKaHyParPartitioner",
+    "Partitioner",
+    "RandomPartitioner",
+    "column_net_hypergraph",
+    "get_partitioner",
+    "register_partitioner",
+]

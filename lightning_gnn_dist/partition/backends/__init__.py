@@ -1,0 +1,64 @@
+"""Hypergraph partitioning backends of :class:`~lightning_gnn_dist.partition.HypergraphPartitioner`.
+
+A backend is a module with one function::
+
+    partition_hypergraph(hg: ColumnNetHypergraph, num_parts: int, epsilon: float, seed: int)
+        -> np.ndarray  # [num_vertices] int64 in [0, num_parts)
+
+that minimises connectivity−1 (km1) with vertex weights ``hg.vertex_weights``, unit net weights
+and imbalance ``epsilon``, deterministically for a given ``seed``, and a function
+``settings() -> dict`` naming whatever besides the arguments determines its result.
+
+========== ============================================= =========================================
+backend    library                                       where it runs
+========== ============================================= =========================================
+mtkahypar  Mt-KaHyPar (MIT), ``DETERMINISTIC`` preset    in this process (raises Python errors)
+kahypar    KaHyPar (GPLv3), our ``configs/kahypar_km1``  an isolated child process, one per call
+========== ============================================= =========================================
+
+Backends are imported on first use, so an optional library that is not installed only fails when
+it is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+HYPERGRAPH_BACKENDS: tuple[str, ...] = ("mtkahypar", "kahypar")
+
+
+def check_backend(backend: str) -> str:
+    """Return ``backend`` if it is a known backend, else raise ``ValueError`` listing the choices."""
+    if backend not in HYPERGRAPH_BACKENDS:
+        raise ValueError(
+            f"unknown hypergraph backend {backend!r}; choose one of: {', '.join(HYPERGRAPH_BACKENDS)}"
+        )
+    return backend
+
+
+def get_backend(backend: str) -> Callable[..., np.ndarray]:
+    """The ``partition_hypergraph`` function of ``backend``."""
+    module = importlib.import_module(f"{__name__}.{check_backend(backend)}")
+    return module.partition_hypergraph
+
+
+def backend_settings(backend: str) -> dict[str, Any]:
+    """What besides the graph, parts, epsilon and seed determines ``backend``'s assignment."""
+    module = importlib.import_module(f"{__name__}.{check_backend(backend)}")
+    return module.settings()
+
+
+def native_seed(seed: int) -> int:
+    """Map any Python ``int`` seed onto ``[1, 2**31 - 1]``, which native ``int`` seeds accept.
+
+    Zero is avoided because METIS gives seeds 0 and 1 the same stream (``srand(0)`` is
+    ``srand(1)``): ``seed=0`` and ``seed=1`` would otherwise return the same partition.
+    """
+    return int(seed) % (2**31 - 1) + 1
+
+
+__all__ = ["HYPERGRAPH_BACKENDS", "backend_settings", "check_backend", "get_backend", "native_seed"]
