@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterator
 
 import pytorch_lightning as pl
 import torch
@@ -36,6 +35,9 @@ from torchmetrics import Accuracy
 import lightning_gnn_dist  # noqa: F401  (importing the package registers strategy="gnn_ddp")
 from lightning_gnn_dist import GraphPartitionDataModule
 from lightning_gnn_dist.data import load_dataset
+from lightning_gnn_dist.data.datamodule import (
+    FullGraphLoader,  # yields the whole graph once per epoch
+)
 
 # ---------------------------------------------------------------------------------------------
 # The user's existing code: a LightningModule and a single-graph DataModule.
@@ -94,20 +96,6 @@ class GCNNodeClassifier(pl.LightningModule):
         )
 
 
-class OneGraph:
-    """Yields the whole graph once per epoch. Deliberately not a ``DataLoader`` or a list:
-    Lightning would collate / flatten those; a plain iterable is passed through as is."""
-
-    def __init__(self, data: Data) -> None:
-        self.data = data
-
-    def __iter__(self) -> Iterator[Data]:
-        yield self.data
-
-    def __len__(self) -> int:
-        return 1
-
-
 class SingleGraphDataModule(pl.LightningDataModule):
     """The whole dataset as one full batch, for one process."""
 
@@ -120,14 +108,14 @@ class SingleGraphDataModule(pl.LightningDataModule):
         if self.data is None:
             self.data = load_dataset(self.dataset)
 
-    def train_dataloader(self) -> OneGraph:
-        return OneGraph(self.data)
+    def train_dataloader(self) -> FullGraphLoader:
+        return FullGraphLoader(self.data)
 
-    def val_dataloader(self) -> OneGraph:
-        return OneGraph(self.data)
+    def val_dataloader(self) -> FullGraphLoader:
+        return FullGraphLoader(self.data)
 
-    def test_dataloader(self) -> OneGraph:
-        return OneGraph(self.data)
+    def test_dataloader(self) -> FullGraphLoader:
+        return FullGraphLoader(self.data)
 
 
 # ---------------------------------------------------------------------------------------------
