@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import TypeVar
 
 from rich.console import Console
@@ -39,11 +40,8 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
         yield from progress.track(items, total=total, description=description)
 
 
-def status(message: str):
+def status(message: str) -> AbstractContextManager:
     """A spinner context manager for a step with no measurable progress."""
-    console = Console(stderr=True)
     if not progress_enabled():
-        from contextlib import nullcontext
-
         return nullcontext()
-    return console.status(message)
+    return Console(stderr=True).status(message)

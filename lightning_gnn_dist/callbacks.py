@@ -194,7 +194,7 @@ class PartitionReport(Callback):
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         store = trainer.datamodule.store
-        summary = {k: v for k, v in store.metrics.summary().items()}
+        summary = store.metrics.summary()
         summary["seconds"] = store.meta["seconds"]
         for logger in trainer.loggers:
             logger.log_metrics({f"partition/{k}": float(v) for k, v in summary.items()}, step=0)

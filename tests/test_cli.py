@@ -126,6 +126,18 @@ def test_partition_json_uses_the_seed(capsys, graph_spec):
     assert_matches(json.loads(out), default)
 
 
+def test_partition_json_reports_the_send_volume_refinement(capsys):
+    argv = ["partition", "--dataset", "rmat?scale=9&edge_factor=8", "-p", "4", "--json"]
+    code, out, err = run(capsys, *argv, "-m", "hypergraph")
+    assert (code, err) == (0, "")
+    summary = json.loads(out)
+    assert summary["refine_moves"] >= 0
+    assert summary["max_send_rows"] <= summary["unrefined_max_send_rows"]
+    assert summary["total_volume_rows"] <= 1.05 * summary["unrefined_total_volume_rows"]
+    code, out, _ = run(capsys, *argv, "-m", "metis")
+    assert code == 0 and "refine_moves" not in json.loads(out)
+
+
 def test_partition_compare_json_matches_partition_metrics(capsys, graph_spec):
     code, out, err = run(
         capsys,

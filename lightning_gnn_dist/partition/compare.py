@@ -33,7 +33,9 @@ def compare_partitioners(
 
     Each row has the keys of ``PartitionMetrics.summary()`` plus ``method``, ``seconds`` and, for
     the volume and message columns, ``<key>_vs_random`` (ratio to random partitioning, computed
-    even when ``random`` is not among ``methods``).
+    even when ``random`` is not among ``methods``). Rows of a method that refined its partition
+    for the busiest part's send volume also have ``refine_moves`` and the volumes before that
+    step, ``unrefined_total_volume_rows`` and ``unrefined_max_send_rows``.
     """
     check_num_parts(num_parts, data.num_nodes)
     partitioners = [get_partitioner(m, seed=seed, epsilon=epsilon) for m in methods]
@@ -46,7 +48,13 @@ def compare_partitioners(
         assignment = partitioner.partition(data, num_parts)
         seconds = time.perf_counter() - start
         summary = partition_metrics(data, assignment, num_parts).summary()
-        rows.append({"method": method, **summary, "seconds": seconds})
+        row = {"method": method, **summary, "seconds": seconds}
+        refinement = getattr(partitioner, "last_refinement", None)
+        if refinement is not None:
+            row["refine_moves"] = refinement.moves
+            row["unrefined_total_volume_rows"] = refinement.total_volume_rows_before
+            row["unrefined_max_send_rows"] = refinement.max_send_rows_before
+        rows.append(row)
     baseline = next((r for r in rows if r["method"] == "random"), None)
     if baseline is None:
         assignment = get_partitioner("random", seed=seed).partition(data, num_parts)

@@ -2,19 +2,20 @@
 
 A backend is a module with one function::
 
-    partition_hypergraph(hg: ColumnNetHypergraph, num_parts: int, epsilon: float, seed: int)
+    partition_hypergraph(hg: ColumnNetHypergraph, num_parts: int, epsilon: float, seed: int,
+                         *, timeout: float | None = None)
         -> np.ndarray  # [num_vertices] int64 in [0, num_parts)
 
 that minimises connectivity−1 (km1) with vertex weights ``hg.vertex_weights``, unit net weights
 and imbalance ``epsilon``, deterministically for a given ``seed``, and a function
 ``settings() -> dict`` naming whatever besides the arguments determines its result.
 
-========== ============================================= =========================================
-backend    library                                       where it runs
-========== ============================================= =========================================
-mtkahypar  Mt-KaHyPar (MIT), ``DETERMINISTIC`` preset    in this process (raises Python errors)
-kahypar    KaHyPar (GPLv3), our ``configs/kahypar_km1``  an isolated child process, one per call
-========== ============================================= =========================================
+========== ================================================ ======================================
+backend    library                                          where it runs
+========== ================================================ ======================================
+mtkahypar  Mt-KaHyPar (MIT), ``DEFAULT`` preset, one thread  a child process per call (``_worker``)
+kahypar    KaHyPar (GPLv3), our ``configs/kahypar_km1``     a child process per call (``_worker``)
+========== ================================================ ======================================
 
 Backends are imported on first use, so an optional library that is not installed only fails when
 it is asked for.

@@ -2,10 +2,9 @@
 
 KaHyPar (``kahypar`` 1.3) ships no configuration file and ends the calling process on several
 misuses (exit 255 on a missing or incomplete ``.ini``, ``exit(0)`` after a stdin prompt when a
-``Context`` is reused). Each call therefore runs ``_kahypar_worker.py`` in a fresh Python process
-with a fresh ``Context``, no stdin, its output captured, and the arrays exchanged as ``.npy``
-files in a temporary folder. Whatever happens to the child, the caller gets an assignment or a
-``RuntimeError`` with the exit status and the tail of the child's output.
+``Context`` is reused). Each call therefore runs in a fresh Python process with a fresh
+``Context`` (``_worker.py`` through :func:`~._child.partition_in_child`), so whatever happens to
+the child, the caller gets an assignment or a ``RuntimeError``.
 
 The configuration is our own ``partition/configs/kahypar_km1.ini`` (direct k-way, km1); its
 SHA-256 enters :func:`settings`, so editing it invalidates stored partitions. KaHyPar is
@@ -16,23 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import signal
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lightning_gnn_dist.partition.backends import native_seed
+from lightning_gnn_dist.partition.backends._child import partition_in_child, worker_command
 
 if TYPE_CHECKING:
     from lightning_gnn_dist.partition.hypergraph import ColumnNetHypergraph
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "kahypar_km1.ini"
-WORKER = Path(__file__).resolve().with_name("_kahypar_worker.py")
-_TAIL_CHARS = 2000
 
 
 def settings(config: str | Path | None = None) -> dict[str, Any]:
@@ -45,31 +39,9 @@ def _worker_command(
     input_path: Path, output_path: Path, config: Path, num_parts: int, epsilon: float, seed: int
 ) -> list[str]:
     """The child's command line (a separate function so tests can substitute a failing child)."""
-    return [
-        sys.executable,
-        str(WORKER),
-        str(input_path),
-        str(output_path),
-        str(config),
-        str(num_parts),
-        repr(float(epsilon)),
-        str(seed),
-    ]
-
-
-def _describe(returncode: int) -> str:
-    """``-11`` → ``"-11 (killed by SIGSEGV)"``; other codes unchanged."""
-    if returncode >= 0:
-        return str(returncode)
-    try:
-        return f"{returncode} (killed by {signal.Signals(-returncode).name})"
-    except ValueError:
-        return str(returncode)
-
-
-def _tail(text: str) -> str:
-    text = text.strip()
-    return text if len(text) <= _TAIL_CHARS else "..." + text[-_TAIL_CHARS:]
+    return worker_command(
+        "kahypar", input_path, output_path, num_parts, repr(float(epsilon)), seed, config
+    )
 
 
 def _deal_by_weight(vertex_weights: np.ndarray, num_parts: int) -> np.ndarray:
@@ -124,52 +96,13 @@ def partition_hypergraph(
     if np.diff(hg.net_offsets).max(initial=0) < 2:
         return _deal_by_weight(hg.vertex_weights, num_parts)
     config_path = Path(config) if config is not None else DEFAULT_CONFIG
-    with tempfile.TemporaryDirectory(prefix="lgd-kahypar-") as folder:
-        input_path = Path(folder) / "hypergraph.npz"
-        output_path = Path(folder) / "assignment.npy"
-        np.savez(
-            input_path,
-            net_offsets=np.asarray(hg.net_offsets, dtype=np.int64),
-            pins=np.asarray(hg.pins, dtype=np.int64),
-            vertex_weights=np.asarray(hg.vertex_weights, dtype=np.int64),
-        )
-        command = _worker_command(
+    return partition_in_child(
+        "KaHyPar",
+        hg,
+        lambda input_path, output_path: _worker_command(
             input_path, output_path, config_path, int(num_parts), epsilon, native_seed(seed)
-        )
-        try:
-            child = subprocess.run(
-                command,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                cwd=folder,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as expired:
-            stderr = expired.stderr or b""  # bytes even with text=True
-            if isinstance(stderr, bytes):
-                stderr = stderr.decode(errors="replace")
-            raise RuntimeError(
-                f"KaHyPar did not finish within {timeout} s (config {str(config_path)!r}) and was "
-                f"killed; raise the timeout or use backend='mtkahypar'. stderr: {_tail(stderr)!r}"
-            ) from None
-        output = _tail(child.stderr) or _tail(child.stdout)
-        if child.returncode != 0:
-            raise RuntimeError(
-                f"KaHyPar failed with exit status {_describe(child.returncode)} (config "
-                f"{str(config_path)!r}); a complete km1 configuration is "
-                f"{str(DEFAULT_CONFIG)!r}. Its output: {output!r}"
-            )
-        if not output_path.is_file():
-            raise RuntimeError(
-                "KaHyPar exited with status 0 but wrote no partition (it can end its process "
-                f"early, e.g. after a stdin prompt). Its output: {output!r}"
-            )
-        assignment = np.load(output_path)
-    if assignment.shape != (hg.num_vertices,):
-        raise RuntimeError(
-            f"KaHyPar returned {assignment.shape} part ids for {hg.num_vertices} vertices"
-        )
-    return assignment.astype(np.int64, copy=False)
+        ),
+        timeout,
+        f"config {str(config_path)!r} (a complete km1 configuration is "
+        f"{str(DEFAULT_CONFIG)!r}); raise the timeout or use backend='mtkahypar'",
+    )

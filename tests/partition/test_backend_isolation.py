@@ -1,4 +1,5 @@
-"""KaHyPar runs in a child process: its ways of ending a process must reach us as RuntimeError.
+"""Both hypergraph backends run in a child process: KaHyPar's ways of ending a process, a crash
+or a hang must reach us as RuntimeError.
 
 Each test asserts something *after* the failing call: if KaHyPar ended the pytest process
 (exit 0 or 255), the test would never get there and the run would stop short.
@@ -18,6 +19,8 @@ from torch_geometric.data import Data
 from lightning_gnn_dist.data.graph import canonicalize
 from lightning_gnn_dist.partition import column_net_hypergraph
 from lightning_gnn_dist.partition.backends import kahypar as kahypar_backend
+from lightning_gnn_dist.partition.backends import mtkahypar as mtkahypar_backend
+from lightning_gnn_dist.partition.backends._child import WORKER
 
 pytest.importorskip("kahypar")
 
@@ -130,12 +133,19 @@ def test_malformed_output_raises(hypergraph, monkeypatch) -> None:
         kahypar_backend.partition_hypergraph(hypergraph, 2, 0.03, 0)
 
 
-def test_worker_rejects_bad_arguments() -> None:
-    worker = [sys.executable, str(kahypar_backend.WORKER)]
+@pytest.mark.parametrize(
+    "args",
+    [["kahypar", "a.npz"], ["mtkahypar", "a.npz", "b.npy", "2", "0.03", "0", "extra"], ["patoh"]],
+)
+def test_worker_rejects_bad_arguments(args) -> None:
     child = subprocess.run(
-        [*worker, "a.npz"], capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False
+        [sys.executable, str(WORKER), *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        check=False,
     )
-    assert child.returncode == 2 and "expected 6 arguments" in child.stderr
+    assert child.returncode == 2 and "expected arguments BACKEND HYPERGRAPH.npz" in child.stderr
 
 
 def test_crashing_child_raises(hypergraph, monkeypatch) -> None:
@@ -154,3 +164,26 @@ def test_hypergraph_without_cuttable_nets_skips_kahypar(monkeypatch) -> None:
     monkeypatch.setattr(kahypar_backend, "_worker_command", lambda *args: pytest.fail("started"))
     assignment = kahypar_backend.partition_hypergraph(hg, 3, 0.03, 0)
     np.testing.assert_array_equal(np.bincount(assignment), [3, 2, 2])
+
+
+# ------------------------------------------------------------------------- Mt-KaHyPar child
+
+
+def test_mtkahypar_child_is_valid_and_reproducible(hypergraph) -> None:
+    first = mtkahypar_backend.partition_hypergraph(hypergraph, 3, 0.03, seed=11)
+    second = mtkahypar_backend.partition_hypergraph(hypergraph, 3, 0.03, seed=11)
+    assert first.dtype == np.int64 and first.shape == (12,)
+    assert set(first.tolist()) == {0, 1, 2}
+    np.testing.assert_array_equal(first, second)
+
+
+def test_mtkahypar_timeout_and_crash_raise(hypergraph, monkeypatch) -> None:
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    monkeypatch.setattr(mtkahypar_backend, "_worker_command", lambda *args: sleeper)
+    with pytest.raises(RuntimeError, match=r"Mt-KaHyPar did not finish within 1\.0 s"):
+        mtkahypar_backend.partition_hypergraph(hypergraph, 2, 0.03, 0, timeout=1.0)
+    crash = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]
+    monkeypatch.setattr(mtkahypar_backend, "_worker_command", lambda *args: crash)
+    with pytest.raises(RuntimeError, match=r"Mt-KaHyPar failed .*killed by SIGSEGV"):
+        mtkahypar_backend.partition_hypergraph(hypergraph, 2, 0.03, 0)
+    assert hypergraph.num_vertices == 12

@@ -1,0 +1,128 @@
+"""Child process that runs one hypergraph partition (started by ``backends/_child.py``).
+
+KaHyPar can end the process that calls it (exit 255 on a missing or incomplete ``.ini``,
+``exit(0)`` after a stdin prompt when a ``Context`` is reused, endless loops on some incomplete
+``.ini`` files), and Mt-KaHyPar's default preset is reproducible only in a fresh process (a second
+call in one process, same seed, returned a different partition). So every call runs here, in a
+process of its own; the caller turns any exit status other than 0, a timeout or a missing output
+file into a ``RuntimeError``.
+
+Usage::
+
+    python _worker.py kahypar   HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED CONFIG.ini
+    python _worker.py mtkahypar HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED
+
+``HYPERGRAPH.npz`` holds ``net_offsets``, ``pins`` and ``vertex_weights`` (int64, the fields of
+``ColumnNetHypergraph``); ``OUTPUT.npy`` receives the ``[num_vertices] int64`` assignment and is
+written only after the partitioner returned (atomically: written to a temporary name, then
+renamed). Exit status 2: bad arguments or unreadable input, with a message on stderr. The script
+imports only ``numpy`` and the partitioner (no torch), so it starts in well under a second.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+if __name__ == "__main__" and sys.path and sys.path[0]:
+    # Run as a script, this file's folder is sys.path[0]; it holds our backend modules
+    # ``kahypar.py`` and ``mtkahypar.py``, which would shadow the libraries below.
+    if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+        del sys.path[0]
+
+import numpy as np  # noqa: E402
+
+#: Threads of the Mt-KaHyPar child; with one thread its default preset is reproducible.
+MTKAHYPAR_THREADS = 1
+USAGE = "BACKEND HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED [CONFIG.ini]"
+
+
+def _fail(message: str) -> int:
+    print(f"partition worker: {message}", file=sys.stderr)
+    return 2
+
+
+def _kahypar(arrays: dict, num_parts: int, epsilon: float, seed: int, config: Path) -> np.ndarray:
+    import kahypar
+
+    num_vertices = len(arrays["vertex_weights"])
+    num_nets = len(arrays["net_offsets"]) - 1
+    hypergraph = kahypar.Hypergraph(
+        num_vertices,
+        num_nets,
+        arrays["net_offsets"].tolist(),
+        arrays["pins"].tolist(),
+        num_parts,
+        [1] * num_nets,
+        arrays["vertex_weights"].tolist(),
+    )
+    context = kahypar.Context()  # fresh per process: a reused Context ends the process
+    context.loadINIconfiguration(str(config))
+    context.setK(num_parts)
+    context.setEpsilon(epsilon)
+    context.setSeed(seed)
+    context.suppressOutput(True)
+    kahypar.partition(hypergraph, context)
+    return np.fromiter(
+        (hypergraph.blockID(v) for v in range(num_vertices)), dtype=np.int64, count=num_vertices
+    )
+
+
+def _mtkahypar(arrays: dict, num_parts: int, epsilon: float, seed: int) -> np.ndarray:
+    import mtkahypar
+
+    offsets = arrays["net_offsets"].tolist()
+    flat_pins = arrays["pins"].tolist()
+    num_nets = len(offsets) - 1
+    # The Python API takes nets as a list of lists (no array entry point in 1.x).
+    nets = [flat_pins[offsets[j] : offsets[j + 1]] for j in range(num_nets)]
+    initializer = mtkahypar.initialize(MTKAHYPAR_THREADS)
+    context = initializer.context_from_preset(mtkahypar.PresetType.DEFAULT)
+    context.set_partitioning_parameters(num_parts, epsilon, mtkahypar.Objective.KM1)
+    context.logging = False
+    mtkahypar.set_seed(seed)
+    hypergraph = initializer.create_hypergraph(
+        context,
+        len(arrays["vertex_weights"]),
+        num_nets,
+        nets,
+        arrays["vertex_weights"].tolist(),
+        [1] * num_nets,
+    )
+    partitioned = hypergraph.partition(context)
+    return np.asarray(partitioned.get_partition(), dtype=np.int64)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    backend = args[0] if args else None
+    expected = {"kahypar": 7, "mtkahypar": 6}
+    if backend not in expected or len(args) != expected[backend]:
+        return _fail(f"expected arguments {USAGE} (got {args!r})")
+    input_path, output_path = Path(args[1]), Path(args[2])
+    try:
+        num_parts, epsilon, seed = int(args[3]), float(args[4]), int(args[5])
+    except ValueError as error:
+        return _fail(f"bad NUM_PARTS/EPSILON/SEED {args[3:6]!r}: {error}")
+    config = Path(args[6]) if backend == "kahypar" else None
+    if config is not None and not config.is_file():
+        return _fail(f"KaHyPar configuration file {str(config)!r} does not exist")
+    try:
+        with np.load(input_path) as stored:
+            arrays = {k: stored[k] for k in ("net_offsets", "pins", "vertex_weights")}
+    except (OSError, KeyError, ValueError) as error:
+        return _fail(f"cannot read the hypergraph {str(input_path)!r}: {error}")
+
+    if config is not None:
+        assignment = _kahypar(arrays, num_parts, epsilon, seed, config)
+    else:
+        assignment = _mtkahypar(arrays, num_parts, epsilon, seed)
+    partial = output_path.with_name(output_path.name + ".partial.npy")
+    np.save(partial, assignment)
+    os.replace(partial, output_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
