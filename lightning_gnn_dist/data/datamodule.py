@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,7 +48,8 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         method (str): partition method (``hypergraph``, ``metis``, ``random``, ...).
             (default: ``"hypergraph"``)
         num_parts (int, optional): parts; must equal the world size. (default: the world size)
-        root (str): directory holding partition stores. (default: ``"partitions"``)
+        root (str): directory holding partition stores, one folder per dataset, method, parts,
+            seed, epsilon and hash of the partitioner's settings. (default: ``"partitions"``)
         seed (int): partitioner seed. (default: ``0``)
         epsilon (float): allowed imbalance. (default: ``0.03``)
         store (str, optional): explicit store directory (overrides ``root``; e.g. one written by
@@ -96,11 +99,15 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         """Directory of the partition store used by this module."""
         if self.store_dir is not None:
             return Path(self.store_dir)
+        from lightning_gnn_dist.partition import get_partitioner
+
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", self._dataset_name).strip("_")[:80]
-        return (
-            Path(self.root)
-            / f"{slug}-{self.method}-p{self._parts()}-s{self.seed}-e{self.epsilon:g}"
-        )
+        # The partitioner's full settings (backend, preset, refinement...) pick the folder, so a
+        # library whose partitioner changed writes a new store instead of refusing the old one.
+        settings = get_partitioner(self.method, seed=self.seed, epsilon=self.epsilon).settings()
+        digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
+        name = f"{slug}-{self.method}-p{self._parts()}-s{self.seed}-e{self.epsilon:g}-{digest}"
+        return Path(self.root) / name
 
     @property
     def _dataset_name(self) -> str:

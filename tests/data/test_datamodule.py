@@ -3,6 +3,7 @@ import pytorch_lightning as pl
 import torch
 
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
+from lightning_gnn_dist.partition.backends import mtkahypar as mtkahypar_backend
 from lightning_gnn_dist.partition.store import PartitionStoreError
 from tests.helpers import random_graph
 
@@ -38,6 +39,16 @@ def test_store_made_with_other_settings_is_refused(tmp_path):
         other.prepare_data()
     with pytest.raises(PartitionStoreError, match="method"):
         other.setup("fit")
+
+
+def test_store_folder_follows_the_partitioner_settings(tmp_path, monkeypatch):
+    """A partitioner whose settings changed (e.g. a library upgrade) gets a new store folder
+    instead of having its old store refused."""
+    dm = GraphPartitionDataModule("digits", method="hypergraph", num_parts=2, root=str(tmp_path))
+    before = dm.store_path
+    assert before.name.startswith("digits-hypergraph-p2-s0-e0.03-")
+    monkeypatch.setattr(mtkahypar_backend, "PRESET", "quality")
+    assert dm.store_path != before and dm.store_path.parent == before.parent
 
 
 @pytest.mark.parametrize(
