@@ -128,10 +128,8 @@ def run_partition_command(argv: Sequence[str]) -> int:
             "seconds": seconds,
         }
     refinement = getattr(partitioner, "last_refinement", None)
-    if refinement is not None:  # same keys as partition-compare's rows
-        summary["refine_moves"] = refinement.moves
-        summary["unrefined_total_volume_rows"] = refinement.total_volume_rows_before
-        summary["unrefined_max_send_rows"] = refinement.max_send_rows_before
+    if refinement is not None:
+        summary.update(refinement.summary())
     if args.json:
         print(json.dumps(summary, indent=1))
     else:

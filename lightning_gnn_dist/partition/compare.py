@@ -51,9 +51,7 @@ def compare_partitioners(
         row = {"method": method, **summary, "seconds": seconds}
         refinement = getattr(partitioner, "last_refinement", None)
         if refinement is not None:
-            row["refine_moves"] = refinement.moves
-            row["unrefined_total_volume_rows"] = refinement.total_volume_rows_before
-            row["unrefined_max_send_rows"] = refinement.max_send_rows_before
+            row.update(refinement.summary())
         rows.append(row)
     baseline = next((r for r in rows if r["method"] == "random"), None)
     if baseline is None:

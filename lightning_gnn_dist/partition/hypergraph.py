@@ -159,42 +159,16 @@ class HypergraphPartitioner(Partitioner):
 @register_partitioner("hypergraph-mtkahypar")
 class MtKaHyParPartitioner(HypergraphPartitioner):
     """:class:`HypergraphPartitioner` fixed to the Mt-KaHyPar backend (for comparisons); the
-    other arguments are :class:`HypergraphPartitioner`'s."""
+    keyword arguments are :class:`HypergraphPartitioner`'s."""
 
-    def __init__(
-        self,
-        seed: int = 0,
-        epsilon: float = 0.03,
-        balance_send_volume: bool = True,
-        volume_slack: float = 0.05,
-    ) -> None:
-        super().__init__(
-            seed=seed,
-            epsilon=epsilon,
-            backend="mtkahypar",
-            balance_send_volume=balance_send_volume,
-            volume_slack=volume_slack,
-        )
+    def __init__(self, **options: Any) -> None:
+        super().__init__(backend="mtkahypar", **options)
 
 
 @register_partitioner("hypergraph-kahypar")
 class KaHyParPartitioner(HypergraphPartitioner):
     """:class:`HypergraphPartitioner` fixed to the KaHyPar backend (for comparisons); the
-    other arguments are :class:`HypergraphPartitioner`'s."""
+    keyword arguments are :class:`HypergraphPartitioner`'s."""
 
-    def __init__(
-        self,
-        seed: int = 0,
-        epsilon: float = 0.03,
-        timeout: float | None = None,
-        balance_send_volume: bool = True,
-        volume_slack: float = 0.05,
-    ) -> None:
-        super().__init__(
-            seed=seed,
-            epsilon=epsilon,
-            backend="kahypar",
-            timeout=timeout,
-            balance_send_volume=balance_send_volume,
-            volume_slack=volume_slack,
-        )
+    def __init__(self, **options: Any) -> None:
+        super().__init__(backend="kahypar", **options)

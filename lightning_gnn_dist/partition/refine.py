@@ -58,6 +58,15 @@ class RefineResult:
     total_volume_rows_before: int
     total_volume_rows_after: int
 
+    def summary(self) -> dict[str, int]:
+        """The keys ``partition`` / ``partition-compare`` add to a method's row: ``refine_moves``
+        and the volumes before the refinement (after it, the row's own metrics hold them)."""
+        return {
+            "refine_moves": self.moves,
+            "unrefined_total_volume_rows": self.total_volume_rows_before,
+            "unrefined_max_send_rows": self.max_send_rows_before,
+        }
+
 
 class _NetPartCounts:
     """Pins of each net in each part, ``C[j, q]``, with vectorised lookup and update.
