@@ -72,12 +72,9 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         verify_dataset: bool = True,
     ) -> None:
         super().__init__()
-        from lightning_gnn_dist.partition import PARTITIONERS
+        from lightning_gnn_dist.partition import get_partitioner
 
-        if method not in PARTITIONERS:
-            raise ValueError(
-                f"unknown partition method {method!r}; choose one of: {', '.join(sorted(PARTITIONERS))}"
-            )
+        self.partitioner = get_partitioner(method, seed=seed, epsilon=epsilon)
         if num_parts is not None and num_parts < 1:
             raise ValueError(f"num_parts must be >= 1 (got {num_parts})")
         self.dataset, self.method, self.num_parts = dataset, method, num_parts
@@ -99,13 +96,11 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         """Directory of the partition store used by this module."""
         if self.store_dir is not None:
             return Path(self.store_dir)
-        from lightning_gnn_dist.partition import get_partitioner
-
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", self._dataset_name).strip("_")[:80]
         # The partitioner's full settings (backend, preset, refinement...) pick the folder, so a
         # library whose partitioner changed writes a new store instead of refusing the old one.
-        settings = get_partitioner(self.method, seed=self.seed, epsilon=self.epsilon).settings()
-        digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
+        settings = json.dumps(self.partitioner.settings(), sort_keys=True)
+        digest = hashlib.sha256(settings.encode()).hexdigest()[:8]
         name = f"{slug}-{self.method}-p{self._parts()}-s{self.seed}-e{self.epsilon:g}-{digest}"
         return Path(self.root) / name
 
@@ -117,15 +112,13 @@ class GraphPartitionDataModule(pl.LightningDataModule):
 
     def prepare_data(self) -> None:
         from lightning_gnn_dist.data.datasets import load_dataset
-        from lightning_gnn_dist.partition import get_partitioner
         from lightning_gnn_dist.partition.store import partition_to_store
 
         if not self.verify_dataset and (self.store_path / "meta.json").is_file():
             return  # trusted offline partition; settings are checked in setup()
         data = load_dataset(self.dataset)
-        partitioner = get_partitioner(self.method, seed=self.seed, epsilon=self.epsilon)
         partition_to_store(
-            data, partitioner, self._parts(), self.store_path, dataset=self._dataset_name
+            data, self.partitioner, self._parts(), self.store_path, dataset=self._dataset_name
         )
 
     @property

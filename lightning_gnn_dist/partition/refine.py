@@ -248,7 +248,7 @@ def refine_max_send_volume(
         if not targets.size:
             break
         delta = _send_deltas(
-            members, targets, source, part, lam, counts, vertex_offsets, vertex_nets, num_parts
+            members, targets, source, part, counts, vertex_offsets, vertex_nets
         ).reshape(-1, num_parts)
         move_vertex = np.repeat(members, targets.size)
         move_target = np.tile(targets, members.size)
@@ -301,14 +301,13 @@ def _send_deltas(
     targets: np.ndarray,
     source: int,
     part: np.ndarray,
-    lam: np.ndarray,
     counts: _NetPartCounts,
     vertex_offsets: np.ndarray,
     vertex_nets: np.ndarray,
-    num_parts: int,
 ) -> np.ndarray:
     """``[members, targets, P]`` change of every part's send volume for moving ``members[i]``
     from ``source`` to ``targets[t]`` (each move on its own)."""
+    num_parts = counts.num_parts
     which, net = _gather_csr(vertex_offsets, vertex_nets, members)
     leaves = counts.get(net, source) == 1
     joins = counts.get(net[None, :], targets[:, None]) == 0  # [T, E]
@@ -323,7 +322,7 @@ def _send_deltas(
     ).reshape(shape)
     own_d_lam = np.zeros((members.size, targets.size), dtype=np.int64)
     own_d_lam[which[own]] = d_lam[:, own].T
-    own_lam = lam[members][:, None]
+    own_lam = counts.connectivity[members][:, None]
     delta[:, :, source] -= own_lam - 1
     delta[:, np.arange(targets.size), targets] += own_lam + own_d_lam - 1
     return delta.astype(np.int64)

@@ -36,9 +36,10 @@ def hypergraph():
     return column_net_hypergraph(canonicalize(Data(edge_index=edge_index, num_nodes=12)))
 
 
-def test_good_call_is_valid_and_deterministic(hypergraph) -> None:
-    first = kahypar_backend.partition_hypergraph(hypergraph, 3, 0.03, seed=11)
-    second = kahypar_backend.partition_hypergraph(hypergraph, 3, 0.03, seed=11)
+@pytest.mark.parametrize("backend", [kahypar_backend, mtkahypar_backend], ids=["kahypar", "mt"])
+def test_good_call_is_valid_and_deterministic(hypergraph, backend) -> None:
+    first = backend.partition_hypergraph(hypergraph, 3, 0.03, seed=11)
+    second = backend.partition_hypergraph(hypergraph, 3, 0.03, seed=11)
     assert first.dtype == np.int64 and first.shape == (12,)
     assert set(first.tolist()) == {0, 1, 2}
     np.testing.assert_array_equal(first, second)
@@ -167,14 +168,6 @@ def test_hypergraph_without_cuttable_nets_skips_kahypar(monkeypatch) -> None:
 
 
 # ------------------------------------------------------------------------- Mt-KaHyPar child
-
-
-def test_mtkahypar_child_is_valid_and_reproducible(hypergraph) -> None:
-    first = mtkahypar_backend.partition_hypergraph(hypergraph, 3, 0.03, seed=11)
-    second = mtkahypar_backend.partition_hypergraph(hypergraph, 3, 0.03, seed=11)
-    assert first.dtype == np.int64 and first.shape == (12,)
-    assert set(first.tolist()) == {0, 1, 2}
-    np.testing.assert_array_equal(first, second)
 
 
 def test_mtkahypar_timeout_and_crash_raise(hypergraph, monkeypatch) -> None:
