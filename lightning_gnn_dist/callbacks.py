@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import BasePredictionWriter, Callback
-from pytorch_lightning.utilities import rank_zero_only
+from pytorch_lightning.utilities import rank_zero_only  # one object shared by both namespaces
 from rich.console import Console
 from rich.table import Table
 
+from lightning_gnn_dist._compat import LightningNeutral
 from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES
 
 _FIELDS = (
@@ -42,7 +42,7 @@ def _strategy_and_store(trainer: pl.Trainer):
     return strategy, trainer.datamodule.store
 
 
-class CommunicationMonitor(Callback):
+class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"):
     """Logs, per training epoch, the halo traffic of every layer and direction.
 
     For each ``(layer, direction)`` it logs under ``comm/<layer>/<direction>/``: ``bytes_total``
@@ -182,7 +182,7 @@ class CommunicationMonitor(Callback):
         _console().print(self.table())
 
 
-class PartitionReport(Callback):
+class PartitionReport(LightningNeutral, lightning_base="callbacks.Callback"):
     """At fit start, logs the partition's metrics (``partition/<key>``) and prints them on rank 0.
 
     Args:
@@ -210,7 +210,7 @@ class PartitionReport(Callback):
             )
 
 
-class PredictionWriter(BasePredictionWriter):
+class PredictionWriter(LightningNeutral, lightning_base="callbacks.BasePredictionWriter"):
     """Writes each rank's ``predict_step`` output, keyed by global vertex id, to
     ``<output_dir>/predictions-rank<r>.pt`` (``{"global_ids": [n] int64, "logits": [n, C]}``),
     atomically. :func:`load_predictions` reassembles them.

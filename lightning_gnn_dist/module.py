@@ -7,17 +7,17 @@ global counts, summed over ranks) and accuracy through torchmetrics, synchronise
 
 from __future__ import annotations
 
-import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data
 from torchmetrics.classification import MulticlassAccuracy
 
+from lightning_gnn_dist._compat import LightningNeutral
 from lightning_gnn_dist.nn.models import build_model
 
 
-class NodeClassifier(pl.LightningModule):
+class NodeClassifier(LightningNeutral, lightning_base="LightningModule"):
     """Node classification with a reference model (``gcn``, ``sage`` or ``gat``).
 
     Args:

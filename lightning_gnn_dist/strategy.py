@@ -13,10 +13,9 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
-from pytorch_lightning.strategies import DDPStrategy, StrategyRegistry
-from pytorch_lightning.strategies.launchers import _SubprocessScriptLauncher
 from torch import Tensor
 
+from lightning_gnn_dist._compat import NAMESPACES, LightningNeutral, lightning_module
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES, make_exchange
 from lightning_gnn_dist.data.local import LocalPartition
@@ -26,7 +25,7 @@ from lightning_gnn_dist.nn.distribute import distribute
 STAGES = ("train", "validate", "test", "predict")
 
 
-class GNNStrategy(DDPStrategy):
+class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     """Partitioned full-graph training: rank ``r`` holds part ``r`` of the graph.
 
     Differences from :class:`~pytorch_lightning.strategies.DDPStrategy`:
@@ -85,7 +84,8 @@ class GNNStrategy(DDPStrategy):
             self.cluster_environment is not None
             and self.cluster_environment.creates_processes_externally
         ):
-            self._launcher = _SubprocessScriptLauncher(
+            launchers = lightning_module(self._lightning_namespace).strategies.launchers
+            self._launcher = launchers._SubprocessScriptLauncher(
                 self.cluster_environment, self.num_processes, self.num_nodes
             )
             return
@@ -192,4 +192,7 @@ def _to_device(partition: LocalPartition, device: torch.device) -> LocalPartitio
     return replace(partition, **moved)
 
 
-GNNStrategy.register_strategies(StrategyRegistry)
+for _namespace, _lightning in NAMESPACES.items():
+    GNNStrategy.for_namespace(_namespace).register_strategies(
+        _lightning.strategies.StrategyRegistry
+    )

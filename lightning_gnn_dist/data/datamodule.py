@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytorch_lightning as pl
 from torch_geometric.data import Data
 
+from lightning_gnn_dist._compat import LightningNeutral
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.partition.store import PartitionStore, PartitionStoreError
 
@@ -30,7 +30,7 @@ class FullGraphLoader:
         return 1
 
 
-class GraphPartitionDataModule(pl.LightningDataModule):
+class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataModule"):
     """Partitioned full-graph data for :class:`~lightning_gnn_dist.GNNStrategy`.
 
     ``prepare_data`` (one process per node) loads the dataset, partitions it and writes the
