@@ -2,7 +2,6 @@ import csv
 
 import pytest
 import pytorch_lightning as pl
-from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger
 
 from lightning_gnn_dist import (
     CommunicationMonitor,
@@ -42,14 +41,26 @@ def test_digits_gcn_accuracy_matches_single_process(tmp_path):
     assert abs(distributed - single) <= 0.005
 
 
-@pytest.mark.parametrize("exchange", ["p2p", "broadcast"])
-def test_monitor_and_report_reach_csv_and_tensorboard(tmp_path, exchange):
+@pytest.mark.parametrize(
+    "lightning, exchange",
+    [
+        ("pytorch_lightning", "p2p"),
+        ("pytorch_lightning", "broadcast"),
+        ("lightning.pytorch", "p2p"),
+    ],
+    indirect=["lightning"],
+)
+def test_monitor_and_report_reach_csv_and_tensorboard(tmp_path, lightning, exchange):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from lightning_gnn_dist import GNNStrategy
 
+    pl = lightning
     pl.seed_everything(0)
-    loggers = [CSVLogger(tmp_path, name="csv"), TensorBoardLogger(tmp_path, name="tb")]
+    loggers = [
+        pl.loggers.CSVLogger(tmp_path, name="csv"),
+        pl.loggers.TensorBoardLogger(tmp_path, name="tb"),
+    ]
     trainer = pl.Trainer(
         strategy=GNNStrategy(exchange=exchange, start_method="fork"),
         devices=2,

@@ -5,16 +5,17 @@ every epoch and the parameters after 5 epochs match a plain PyG loop within 1e-5
 moved per epoch, per layer and direction, equal the bytes projected from the partition metrics.
 """
 
+import itertools
 import json
 
 import numpy as np
 import pytest
-import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
 from lightning_gnn_dist import GraphPartitionDataModule, NodeClassifier
+from lightning_gnn_dist._compat import LightningNeutral
 from lightning_gnn_dist.callbacks import CommunicationMonitor
 from lightning_gnn_dist.data import load_dataset
 from lightning_gnn_dist.partition.metrics import projected_epoch_bytes
@@ -22,9 +23,14 @@ from lightning_gnn_dist.partition.store import PartitionStore
 
 EPOCHS, HIDDEN, HEADS, LR = 5, 16, 2, 0.01
 DATASET = "sbm?num_nodes=600&num_classes=4&avg_degree=8&features=24&seed=3"
+KINDS, METHODS, WORLD_SIZES = ("gcn", "sage", "gat"), ("hypergraph", "metis", "random"), (1, 2, 4)
+# Every combination under pytorch_lightning; under lightning.pytorch the 2-rank runs of one method.
+CASES = [
+    ("pytorch_lightning", *case) for case in itertools.product(KINDS, METHODS, WORLD_SIZES)
+] + [("lightning.pytorch", kind, "hypergraph", 2) for kind in KINDS]
 
 
-class Recorder(pl.Callback):
+class Recorder(LightningNeutral, lightning_base="Callback"):
     """Rank 0 writes per-epoch losses, final parameters and the monitor's rows to a file."""
 
     def __init__(self, path, monitor):
@@ -83,10 +89,11 @@ def stores(tmp_path_factory):
     return tmp_path_factory.mktemp("stores")
 
 
-@pytest.mark.parametrize("kind", ["gcn", "sage", "gat"])
-@pytest.mark.parametrize("method", ["hypergraph", "metis", "random"])
-@pytest.mark.parametrize("world_size", [1, 2, 4])
-def test_distributed_training_equals_single_process(kind, method, world_size, stores, tmp_path):
+@pytest.mark.parametrize("lightning, kind, method, world_size", CASES, indirect=["lightning"])
+def test_distributed_training_equals_single_process(
+    lightning, kind, method, world_size, stores, tmp_path
+):
+    pl = lightning
     pl.seed_everything(0)
     module = NodeClassifier(
         kind, hidden_channels=HIDDEN, dropout=0.0, lr=LR, in_channels=24, num_classes=4, heads=HEADS

@@ -104,9 +104,10 @@ def test_predict_writes_every_vertex_once_by_global_id(tmp_path):
     assert logits.shape == (num_nodes, 10)
 
 
-def test_spawn_strategy_two_ranks(tmp_path):
-    """Spawn pickles the module and datamodule into fresh interpreters; results come back
-    through callback_metrics."""
+def test_spawn_strategy_two_ranks(tmp_path, lightning):
+    """Spawn pickles the module and datamodule into fresh interpreters (the concrete classes of
+    the namespace by name); results come back through callback_metrics."""
+    pl = lightning
     pl.seed_everything(0)
     trainer = pl.Trainer(
         strategy="gnn_ddp_spawn",
