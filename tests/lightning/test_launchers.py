@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-import pytorch_lightning as pl
 import torch
 
 from lightning_gnn_dist import GraphPartitionDataModule, NodeClassifier, load_predictions
