@@ -141,10 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; ``argv`` defaults to ``sys.argv[1:]``."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in LIGHTNING_COMMANDS:
-        from lightning_gnn_dist.training_cli import run_lightning_cli
+        from lightning_gnn_dist.training_cli import CLIError, run_lightning_cli
 
         # LightningCLI reads sys.argv itself; passing it again as `args` only triggers a warning.
-        run_lightning_cli(None if argv is None else args)
+        try:
+            run_lightning_cli(None if argv is None else args)
+        except CLIError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         return 0
     try:
         return run_partition_command(args)

@@ -7,6 +7,7 @@ Everything runs in a subprocess: the ``gnn_ddp`` (popen) launcher re-executes th
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -126,3 +127,46 @@ def test_misspelt_config_key_is_rejected(tmp_path):
     )
     assert result.returncode != 0
     assert "hidden_channel" in result.stderr
+
+
+def _batchnorm_is_synchronised() -> bool:
+    """Whether ``distribute()`` replaces ``BatchNorm1d`` by a synchronised layer (issue 7 part B);
+    until then each rank normalises over its own part during training."""
+    import torch
+
+    from lightning_gnn_dist import distribute
+
+    model = distribute(torch.nn.Sequential(torch.nn.BatchNorm1d(4)))
+    return type(model[0]) is not torch.nn.BatchNorm1d
+
+
+@pytest.mark.slow
+def test_graphsage_lightning_example_single_then_distributed(tmp_path):
+    """PyG's GraphSAGE example with ``import lightning as L``: one process with PyG's
+    LightningNodeData, then ``gnn_ddp`` on 2 processes; the best checkpoint of the distributed run
+    loads into a single-process model whose inference equals the distributed evaluation."""
+    result_file = tmp_path / "result.json"
+    args = ["--epochs", "3", "--dropout", "0", "--result", str(result_file)]
+    result = _run([str(EXAMPLES / "graphsage_lightning.py"), *args], cwd=tmp_path)
+    assert result.returncode == 0, _tail(result.stdout, result.stderr)
+    for prefix in ("single: ", "distributed: ", "single-process inference from"):
+        assert len(re.findall(f"^{prefix}", result.stdout, re.M)) == 1, _tail(
+            result.stdout, result.stderr
+        )
+    scores = json.loads(result_file.read_text())
+    single, dist = scores["single"], scores["distributed"]
+    assert single["best_val_acc"] > 0.5  # 10 classes; 3 epochs of GraphSAGE reach ~0.9
+    # One process: testing the best checkpoint reproduces the monitored score.
+    assert single["best_checkpoint_val_acc"] == pytest.approx(single["best_val_acc"], abs=1e-6)
+    # The distributed checkpoint in one process on the whole graph = the distributed evaluation
+    # of the same checkpoint (BatchNorm uses its running statistics there, per vertex).
+    assert dist["inference"]["val_acc"] == pytest.approx(dist["best_checkpoint_val_acc"], abs=1e-6)
+    assert dist["inference"]["test_acc"] == pytest.approx(
+        dist["best_checkpoint_test_acc"], abs=1e-6
+    )
+    assert (tmp_path / "checkpoints" / "distributed").is_dir()
+    if not _batchnorm_is_synchronised():
+        pytest.xfail("BatchNorm1d normalises per rank until distribute() synchronises it")
+    assert dist["best_checkpoint_val_acc"] == pytest.approx(dist["best_val_acc"], abs=1e-6)
+    assert dist["last_train_loss"] == pytest.approx(single["last_train_loss"], abs=1e-5)
+    assert dist["best_val_acc"] == pytest.approx(single["best_val_acc"], abs=1e-6)
