@@ -1,0 +1,70 @@
+"""The LightningCLI commands: which model class and namespace a command line names, and the errors
+for a model that cannot work (in-process: nothing here builds a Trainer)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from lightning_gnn_dist._compat import LIGHTNING_PYTORCH, PYTORCH_LIGHTNING, default_namespace
+from lightning_gnn_dist.cli import main
+from lightning_gnn_dist.training_cli import CLIError, model_namespace
+
+USER_MODULE = "examples.graphsage_lightning.Model"  # a lightning.pytorch LightningModule
+
+
+@pytest.fixture
+def user_config(tmp_path):
+    path = tmp_path / "user.yaml"
+    path.write_text(f"model:\n  class_path: {USER_MODULE}\n  init_args: {{in_channels: 4}}\n")
+    return str(path)
+
+
+def test_namespace_follows_the_model_class(user_config, tmp_path):
+    assert model_namespace(["fit", "--config", user_config]) == LIGHTNING_PYTORCH
+    assert model_namespace(["fit", f"--config={user_config}"]) == LIGHTNING_PYTORCH
+    assert model_namespace(["fit", "--model.class_path", USER_MODULE]) == LIGHTNING_PYTORCH
+    assert (
+        model_namespace(["fit", "--model", f"{{class_path: {USER_MODULE}}}"]) == LIGHTNING_PYTORCH
+    )
+    pl_module = "tests.lightning.scripts.train_script.FailingClassifier"  # NodeClassifier subclass
+    assert model_namespace(["fit", "--model.class_path", pl_module]) == default_namespace()
+    # The last one wins, as in jsonargparse; no model named: NodeClassifier in the default one.
+    args = [
+        "fit",
+        "--config",
+        user_config,
+        "--model.class_path",
+        "lightning_gnn_dist.NodeClassifier",
+    ]
+    assert model_namespace(args) == default_namespace() == PYTORCH_LIGHTNING
+    assert model_namespace(["fit"]) == default_namespace()
+    concrete = "lightning_gnn_dist.NodeClassifier._lightning_pytorch"  # as --print_config writes it
+    assert model_namespace(["fit", "--model.class_path", concrete]) == LIGHTNING_PYTORCH
+
+
+@pytest.mark.parametrize(
+    "class_path, message",
+    [
+        ("nopkg.Model", "'nopkg.Model': no such module"),
+        ("examples.graphsage_lightning.Nope", "examples.graphsage_lightning has no 'Nope'"),
+        ("torch.nn.Linear", "is <class 'torch.nn.modules.linear.Linear'>, not a LightningModule"),
+    ],
+)
+def test_bad_model_class_path_says_what_is_wrong(capsys, class_path, message):
+    with pytest.raises(CLIError, match=message):
+        model_namespace(["fit", "--model.class_path", class_path])
+    assert main(["fit", "--model.class_path", class_path]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: model class_path {class_path!r}") and message in err
+
+
+def test_flat_model_block_still_configures_node_classifier(tmp_path, capsys):
+    config = tmp_path / "flat.yaml"
+    config.write_text("model:\n  model: sage\n  hidden_channels: 8\n")
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "--config", str(config), "--print_config"])
+    assert exit_.value.code == 0
+    model = yaml.safe_load(capsys.readouterr().out)["model"]
+    assert model["class_path"] == "lightning_gnn_dist.NodeClassifier._pytorch_lightning"
+    assert model["init_args"]["model"] == "sage" and model["init_args"]["hidden_channels"] == 8
