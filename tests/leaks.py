@@ -1,0 +1,111 @@
+"""What a test leaves behind: processes and temporary folders (used by ``tests/conftest.py``).
+
+At import, the test session gets its own temporary folder (``TMPDIR`` and :mod:`tempfile` point
+to it; pytest's own ``tmp_path`` folders stay where they were, through
+``PYTEST_DEBUG_TEMPROOT``) and a marker in the environment that every process it starts inherits.
+A process carrying the marker is the session's even after it was orphaned and re-parented;
+an entry of the private folder that a test did not find there is that test's leftover.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+
+MARKER = "LGD_TEST_SESSION"
+#: Long-lived helpers that Python's multiprocessing starts once per session on purpose.
+_INFRASTRUCTURE = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+#: Hidden siblings of a partition store that a test must not leave in its ``tmp_path``.
+_STORE_TEMP_MARKERS = (".tmp-", ".old-")
+
+
+def start_session() -> Path:
+    """Give this test session a private temporary folder and a process marker (idempotent)."""
+    if os.environ.get(MARKER) and os.environ.get("LGD_TEST_TMPDIR"):
+        return Path(os.environ["LGD_TEST_TMPDIR"])
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    private = Path(tempfile.mkdtemp(prefix="lgd-tests-"))
+    os.environ[MARKER] = uuid.uuid4().hex
+    os.environ["LGD_TEST_TMPDIR"] = os.environ["TMPDIR"] = str(private)
+    tempfile.tempdir = str(private)
+    atexit.register(shutil.rmtree, private, True)
+    return private
+
+
+def temp_entries() -> set[str]:
+    return {entry.name for entry in Path(os.environ["LGD_TEST_TMPDIR"]).iterdir()}
+
+
+def _is_infrastructure(process: psutil.Process) -> bool:
+    try:
+        command = " ".join(process.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return True
+    return any(name in command for name in _INFRASTRUCTURE)
+
+
+def session_processes() -> list[psutil.Process]:
+    """Live processes of this session other than pytest itself: descendants, and orphans that
+    carry the session marker."""
+    me = psutil.Process()
+    found = {p.pid: p for p in me.children(recursive=True)}
+    token = os.environ.get(MARKER)
+    for process in psutil.process_iter(["uids"]):
+        if process.pid == me.pid or process.pid in found:
+            continue
+        try:
+            if process.info["uids"].real == os.getuid() and process.environ().get(MARKER) == token:
+                found[process.pid] = process
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    alive = []
+    for process in found.values():
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE and not _is_infrastructure(process):
+                alive.append(process)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+def lingering_processes(grace: float) -> list[str]:
+    """Describe (and kill) the session's processes still alive after ``grace`` seconds."""
+    deadline = time.monotonic() + grace
+    processes = session_processes()
+    while processes and time.monotonic() < deadline:
+        time.sleep(0.05)
+        processes = session_processes()
+    described = []
+    for process in processes:
+        try:
+            described.append(f"pid {process.pid} {' '.join(process.cmdline())[:200]!r}")
+            process.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return described
+
+
+def store_temp_folders(folder: Path) -> list[Path]:
+    """Hidden ``.NAME.tmp-*`` / ``.NAME.old-*`` folders anywhere under ``folder``."""
+    return [
+        path
+        for path in folder.rglob(".*")
+        if path.is_dir() and any(marker in path.name for marker in _STORE_TEMP_MARKERS)
+    ]
+
+
+def new_temp_entries(before: set[str]) -> list[str]:
+    """Entries of the private temporary folder that were not there ``before`` (removed)."""
+    private = Path(os.environ["LGD_TEST_TMPDIR"])
+    leaked = sorted(temp_entries() - before)
+    for name in leaked:
+        path = private / name
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    return leaked
