@@ -51,20 +51,34 @@ def _is_infrastructure(process: psutil.Process) -> bool:
     return any(name in command for name in _INFRASTRUCTURE)
 
 
+def _marked_pids(token: str) -> list[int]:
+    """Pids whose environment holds ``MARKER=token`` (one read of ``/proc/PID/environ`` each)."""
+    needle = f"{MARKER}={token}".encode()
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                if needle in handle.read():
+                    pids.append(int(name))
+        except OSError:  # gone, or another user's
+            continue
+    return pids
+
+
 def session_processes() -> list[psutil.Process]:
     """Live processes of this session other than pytest itself: descendants, and orphans that
     carry the session marker."""
     me = psutil.Process()
     found = {p.pid: p for p in me.children(recursive=True)}
-    token = os.environ.get(MARKER)
-    for process in psutil.process_iter(["uids"]):
-        if process.pid == me.pid or process.pid in found:
-            continue
-        try:
-            if process.info["uids"].real == os.getuid() and process.environ().get(MARKER) == token:
-                found[process.pid] = process
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
+    if os.path.isdir("/proc"):
+        for pid in _marked_pids(os.environ.get(MARKER, "")):
+            if pid != me.pid and pid not in found:
+                try:
+                    found[pid] = psutil.Process(pid)
+                except psutil.NoSuchProcess:
+                    continue
     alive = []
     for process in found.values():
         try:
