@@ -63,6 +63,8 @@ def _read_lines(path: str | os.PathLike) -> tuple[Path, list[str]]:
     Bytes that are not UTF-8 become U+FFFD, so they surface as a bad number with a line number.
     """
     resolved = _resolve(path)
+    if resolved.suffix != ".gz":  # a .gz file's own size says little about its text
+        limits.check_file_fits(resolved, resolved.stat().st_size)
     opener = gzip.open if resolved.suffix == ".gz" else open
     try:
         with opener(resolved, "rb") as handle:

@@ -29,6 +29,9 @@ _BYTES_PER_FEATURE = 4 + 2 * 8
 _BYTES_PER_NODE = 8 + 3 + 2 * 8
 #: Peak bytes per edge: ``[2, E] int64`` edge_index, its coalesce key and sort permutation.
 _BYTES_PER_EDGE = 16 * 3
+#: Peak bytes per byte of a text graph file while parsing it: the raw bytes, the decoded text,
+#: its lines, and one Python ``str`` (~50 bytes) per number of ~6 digits and a separator.
+_PARSE_BYTES_PER_FILE_BYTE = 12
 
 
 def graph_memory_bytes(num_nodes: float, num_edges: float, features: float = 0) -> float:
@@ -75,8 +78,12 @@ def available_memory_bytes() -> int:
     return available
 
 
-def _gib(num_bytes: float) -> str:
-    return f"{num_bytes / 2**30:.1f} GiB"
+def _size(num_bytes: float) -> str:
+    """``3.2 GiB``, ``12.0 MiB``, ``512 bytes``."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if num_bytes >= scale:
+            return f"{num_bytes / scale:.1f} {unit}"
+    return f"{num_bytes:.0f} bytes"
 
 
 def check_graph_fits(
@@ -100,13 +107,30 @@ def check_graph_fits(
     size = f"{num_nodes:.0f} vertices, {num_edges:.0f} edges, {features:.0f} features"
     if needed > available:
         raise _error(
-            f"{source}: {what} ({size}) needs about {_gib(needed)} of memory but "
-            f"{_gib(available)} is available; use a smaller graph or a machine with more memory"
+            f"{source}: {what} ({size}) needs about {_size(needed)} of memory but "
+            f"{_size(available)} is available; use a smaller graph or a machine with more memory"
         )
     if num_nodes > MAX_NUM_NODES:
         raise _error(
             f"{source}: {what} ({size}) has more than the supported {MAX_NUM_NODES} vertices "
             "(the partitioners use 32-bit vertex ids); use a smaller graph"
+        )
+
+
+def check_file_fits(path: str | os.PathLike, num_bytes: int) -> None:
+    """Raise :class:`DatasetError` if parsing a text file of ``num_bytes`` cannot fit in memory.
+
+    Args:
+        path: the file, for the message.
+        num_bytes: its size in bytes (uncompressed).
+    """
+    needed = float(num_bytes) * _PARSE_BYTES_PER_FILE_BYTE
+    available = available_memory_bytes()
+    if needed > available:
+        raise _error(
+            f"{path}: parsing this {_size(num_bytes)} file needs about {_size(needed)} of memory "
+            f"but {_size(available)} is available; convert it to a binary format or use a "
+            "machine with more memory"
         )
 
 
