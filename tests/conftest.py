@@ -43,7 +43,7 @@ def _nothing_left_behind(request):
         problems.append(f"processes left running: {processes}")
     leaked = leaks.new_temp_entries(before)
     if leaked:
-        problems.append(f"temporary folders/files left in TMPDIR: {leaked}")
+        problems.append(f"temporary folders left in TMPDIR: {leaked}")
     hidden = leaks.store_temp_folders(tmp_path) if tmp_path is not None else []
     if hidden:
         problems.append(f"store temporary folders left: {[str(p) for p in hidden]}")

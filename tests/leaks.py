@@ -4,7 +4,7 @@ At import, the test session gets its own temporary folder (``TMPDIR`` and :mod:`
 to it; pytest's own ``tmp_path`` folders stay where they were, through
 ``PYTEST_DEBUG_TEMPROOT``) and a marker in the environment that every process it starts inherits.
 A process carrying the marker is the session's even after it was orphaned and re-parented;
-an entry of the private folder that a test did not find there is that test's leftover.
+a folder of the private temporary folder that a test did not find there is that test's leftover.
 """
 
 from __future__ import annotations
@@ -116,10 +116,23 @@ def store_temp_folders(folder: Path) -> list[Path]:
 
 
 def new_temp_entries(before: set[str]) -> list[str]:
-    """Entries of the private temporary folder that were not there ``before`` (removed)."""
+    """Leftovers in the private temporary folder that were not there ``before`` (all removed).
+
+    Returned: every entry of ours (``lgd-*``) and every non-empty folder. Not returned: loose
+    files and empty folders that libraries leave on purpose (PyG's generated ``propagate``
+    modules, torch's ``pytorch-errorfile-*``, the empty folder of Lightning's spawn/fork
+    checkpoint hand-over).
+    """
     private = Path(os.environ["LGD_TEST_TMPDIR"])
-    leaked = sorted(temp_entries() - before)
-    for name in leaked:
+    leaked = []
+    for name in sorted(temp_entries() - before):
         path = private / name
-        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        if path.is_dir():
+            if name.startswith("lgd-") or any(path.iterdir()):
+                leaked.append(name)
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            if name.startswith("lgd-"):
+                leaked.append(name)
+            path.unlink(missing_ok=True)
     return leaked
