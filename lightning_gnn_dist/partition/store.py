@@ -312,7 +312,11 @@ def _replace_dir(new: Path, path: Path) -> None:
         shutil.rmtree(new, ignore_errors=True)  # now the old store
         return
     os.replace(path, old)  # replaces the empty placeholder
-    os.rename(new, path)
+    try:
+        os.rename(new, path)
+    except OSError:
+        os.rename(old, path)  # put the old store back
+        raise
     shutil.rmtree(old, ignore_errors=True)
 
 

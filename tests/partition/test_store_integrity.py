@@ -213,6 +213,26 @@ def test_force_replaces_the_old_store_only_when_the_new_one_is_complete(
     assert [p.name for p in tmp_path.iterdir()] == ["store"]
 
 
+def test_a_failed_force_keeps_the_old_store(tmp_path, monkeypatch):
+    data = load_dataset(SPEC)
+    path = tmp_path / "store"
+    old = partition_to_store(data, RandomPartitioner(seed=1), PARTS, path)
+    real_rename = os.rename
+
+    def rename(src, dst):
+        if Path(dst) == path and ".tmp-" in Path(src).name:
+            raise OSError(28, "No space left on device")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(store_module.ctypes, "CDLL", lambda *a, **k: object())  # rename-aside
+    monkeypatch.setattr(store_module.os, "rename", rename)
+    with pytest.raises(OSError, match="No space left"):
+        partition_to_store(data, RandomPartitioner(seed=2), PARTS, path, force=True)
+    assert PartitionStore.open(path).meta == old.meta
+    PartitionStore.open(path).verify(full=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["store"]
+
+
 def test_force_never_replaces_a_folder_that_is_not_a_store(tmp_path, capsys):
     out = tmp_path / "mine"
     out.mkdir()
