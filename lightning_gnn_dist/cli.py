@@ -59,7 +59,14 @@ def _partition_parser() -> argparse.ArgumentParser:
         choices=sorted(PARTITIONERS),
         help="(default: hypergraph)",
     )
-    one.add_argument("--out", help="partition store directory to write (reused if it matches)")
+    one.add_argument(
+        "--out", help="partition store directory to write (reused if it matches and is intact)"
+    )
+    one.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild the --out store even if it exists (replaced atomically once complete)",
+    )
     cmp = sub.add_parser(
         "partition-compare", parents=[common], help="compare partitioners (paper 000 Table 2)"
     )
@@ -108,7 +115,7 @@ def run_partition_command(argv: Sequence[str]) -> int:
     partitioner = get_partitioner(args.method, seed=args.seed, epsilon=args.epsilon)
     if args.out:
         store = partition_to_store(
-            data, partitioner, args.num_parts, args.out, dataset=args.dataset
+            data, partitioner, args.num_parts, args.out, dataset=args.dataset, force=args.force
         )
         summary = {
             "method": args.method,
@@ -116,6 +123,8 @@ def run_partition_command(argv: Sequence[str]) -> int:
             "seconds": store.meta["seconds"],
             "store": str(store.path),
         }
+    elif args.force:
+        raise ValueError("--force rebuilds the store given by --out; add --out DIR")
     else:
         import time
 
@@ -154,4 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_partition_command(args)
     except (ValueError, OSError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(
+            "error: out of memory; use a smaller dataset or a machine with more memory",
+            file=sys.stderr,
+        )
         return 2

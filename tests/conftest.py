@@ -21,3 +21,31 @@ def _no_stray_children():
             pass
     os.environ.clear()
     os.environ.update(environ)
+
+
+# -- nothing left behind (issue 8) -----------------------------------------------------------
+from tests import leaks  # noqa: E402
+
+leaks.start_session()
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_behind(request):
+    """Fail a test that leaves a process (a child, or an orphan of this session) or a temporary
+    folder behind (in the session's ``TMPDIR``, or a partition store's hidden ``.NAME.tmp-*``
+    sibling in ``tmp_path``). Runs before ``_no_stray_children`` kills what is left."""
+    before = leaks.temp_entries()
+    tmp_path = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    problems = []
+    processes = leaks.lingering_processes(grace=3.0)
+    if processes:
+        problems.append(f"processes left running: {processes}")
+    leaked = leaks.new_temp_entries(before)
+    if leaked:
+        problems.append(f"temporary folders left in TMPDIR: {leaked}")
+    hidden = leaks.store_temp_folders(tmp_path) if tmp_path is not None else []
+    if hidden:
+        problems.append(f"store temporary folders left: {[str(p) for p in hidden]}")
+    if problems:
+        pytest.fail("; ".join(problems), pytrace=False)

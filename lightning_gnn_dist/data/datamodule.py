@@ -58,6 +58,14 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             to check it against the store's fingerprint. Set ``False`` for graphs too large for
             one process that were partitioned offline: then no process ever loads the whole
             graph, and only the settings (method, seed, parts) are checked. (default: ``True``)
+        force (bool): rebuild the partition store in ``prepare_data`` even if it exists (e.g. a
+            corrupt one); the old store is replaced atomically once the new one is complete.
+            (default: ``False``)
+
+    Integrity: ``prepare_data`` refuses a store with an edited ``meta.json`` or a missing or
+    resized file (cheap: no file is read), and each rank hashes the one part it loads in
+    ``setup``; either ends with one :class:`~lightning_gnn_dist.partition.store.PartitionStoreError`
+    naming the file and how to rebuild.
     """
 
     def __init__(
@@ -70,6 +78,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         epsilon: float = 0.03,
         store: str | None = None,
         verify_dataset: bool = True,
+        force: bool = False,
     ) -> None:
         super().__init__()
         from lightning_gnn_dist.partition import get_partitioner
@@ -79,7 +88,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             raise ValueError(f"num_parts must be >= 1 (got {num_parts})")
         self.dataset, self.method, self.num_parts = dataset, method, num_parts
         self.root, self.seed, self.epsilon, self.store_dir = root, seed, epsilon, store
-        self.verify_dataset = verify_dataset
+        self.verify_dataset, self.force = verify_dataset, force
         self.local_partition: LocalPartition | None = None
         self.batch: Data | None = None
         self._store: PartitionStore | None = None
@@ -114,12 +123,22 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         from lightning_gnn_dist.data.datasets import load_dataset
         from lightning_gnn_dist.partition.store import partition_to_store
 
-        if not self.verify_dataset and (self.store_path / "meta.json").is_file():
-            return  # trusted offline partition; settings are checked in setup()
+        if not self.force and not self.verify_dataset and (self.store_path / "meta.json").is_file():
+            # trusted offline partition: settings are checked in setup(), each part's hash by
+            # the rank that loads it
+            PartitionStore.open(self.store_path).verify(full=False)
+            return
         data = load_dataset(self.dataset)
         partition_to_store(
-            data, self.partitioner, self._parts(), self.store_path, dataset=self._dataset_name
+            data,
+            self.partitioner,
+            self._parts(),
+            self.store_path,
+            dataset=self._dataset_name,
+            force=self.force,
+            verify=False,  # each rank hashes its own part in setup()
         )
+        self._store = None  # a rebuilt store has new metadata
 
     @property
     def store(self) -> PartitionStore:
@@ -197,5 +216,6 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
     def __repr__(self) -> str:
         return (
             f"GraphPartitionDataModule(dataset={self._dataset_name!r}, method={self.method!r}, "
-            f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon})"
+            f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon}"
+            + (", force=True)" if self.force else ")")
         )

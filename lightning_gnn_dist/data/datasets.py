@@ -31,6 +31,7 @@ from torch_geometric.data import Data
 
 from .formats import DatasetError, read_edgelist, read_metis, read_mtx
 from .graph import canonicalize
+from .limits import check_graph_fits
 from .ogb import DEFAULT_OGB_ROOT, load_ogb
 from .synthetic import add_synthetic_features, random_split_masks, rmat, sbm
 
@@ -199,9 +200,12 @@ def _convert(source: str, key: str, value: Any, kind: type) -> Any:
                 return False
             raise DatasetError(problem)
         try:
-            return int(text) if kind is int else float(text)
+            number = int(text) if kind is int else float(text)
         except ValueError:
             raise DatasetError(problem) from None
+        if kind is float and not math.isfinite(number):
+            raise DatasetError(problem + " (finite)")
+        return number
     if kind is bool and isinstance(value, bool | np.bool_):
         return bool(value)
     if kind is int and isinstance(value, int | np.integer) and not isinstance(value, bool):
@@ -300,6 +304,11 @@ def load_dataset(spec: str | Data, **overrides: Any) -> Data:
     if getattr(data, "y", None) is not None:
         data.y = _canonical_labels(data.y, data.num_nodes, source)
     if any(getattr(data, key, None) is None for key in _FILLED):
+        features = options.get("features", SYNTHETIC_OPTIONS["features"][1])
+        if getattr(data, "x", None) is None:
+            check_graph_fits(
+                source, data.num_nodes, data.edge_index.size(1), features, what="the graph"
+            )
         data = add_synthetic_features(
             data,
             features=options.get("features", SYNTHETIC_OPTIONS["features"][1]),

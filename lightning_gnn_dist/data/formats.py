@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from . import limits
+
 __all__ = ["DatasetError", "read_edgelist", "read_metis", "read_mtx"]
 
 
@@ -61,6 +63,8 @@ def _read_lines(path: str | os.PathLike) -> tuple[Path, list[str]]:
     Bytes that are not UTF-8 become U+FFFD, so they surface as a bad number with a line number.
     """
     resolved = _resolve(path)
+    if resolved.suffix != ".gz":  # a .gz file's own size says little about its text
+        limits.check_file_fits(resolved, resolved.stat().st_size)
     opener = gzip.open if resolved.suffix == ".gz" else open
     try:
         with opener(resolved, "rb") as handle:
@@ -199,6 +203,9 @@ def read_metis(path: str | os.PathLike) -> Data:
         raise DatasetError(f"{path}: no header line; a METIS file starts with 'n m [fmt [ncon]]'")
     header_line = content[0] + 1
     num_nodes, num_edges, fmt, ncon = _metis_header(lines[content[0]], path, header_line)
+    limits.check_graph_fits(
+        f"{path}:{header_line}", num_nodes, 2 * num_edges, what="the header's size"
+    )
     has_size, has_vwgt, has_ewgt = (c == "1" for c in fmt)
     if not has_vwgt:
         ncon = 0
@@ -358,6 +365,11 @@ def read_mtx(path: str | os.PathLike) -> Data:
             is ``path:line: what is wrong``.
     """
     path, lines = _read_lines(path)
+    if not any(line.strip() for line in lines):
+        raise DatasetError(
+            f"{path}: the file is empty; a Matrix Market file starts with a banner line "
+            "'%%MatrixMarket matrix coordinate ...' followed by 'rows cols entries'"
+        )
     banner = lines[0].split()
     expected = "'%%MatrixMarket matrix coordinate <real|integer|pattern> <general|symmetric>'"
     if len(banner) != 5 or banner[0].lower() != "%%matrixmarket" or banner[1].lower() != "matrix":
@@ -389,11 +401,23 @@ def read_mtx(path: str | os.PathLike) -> Data:
             f"{path}:{size_line}: bad size line {lines[content[0]].strip()!r}; expected three "
             "integers 'rows cols entries'"
         ) from None
+    if min(num_rows, num_cols, num_entries) < 0:
+        raise DatasetError(
+            f"{path}:{size_line}: bad size line {lines[content[0]].strip()!r}; rows, cols and "
+            "entries must be >= 0"
+        )
     if num_rows != num_cols:
         raise DatasetError(
             f"{path}:{size_line}: the matrix is {num_rows} x {num_cols}; a graph needs a square "
             "adjacency matrix"
         )
+    symmetric_copies = 1 if symmetry == "general" else 2
+    limits.check_graph_fits(
+        f"{path}:{size_line}",
+        num_rows,
+        symmetric_copies * num_entries,
+        what="the size line's matrix",
+    )
     entry_rows = content[1:]
     if len(entry_rows) != num_entries:
         raise DatasetError(
@@ -464,7 +488,11 @@ def read_edgelist(
             the message is ``path:line: what is wrong``.
     """
     if num_nodes is not None and num_nodes < 0:
-        raise ValueError(f"num_nodes must be >= 0 (got {num_nodes}); omit it to use max id + 1")
+        raise DatasetError(
+            f"{path}: num_nodes must be >= 0 (got {num_nodes}); omit it to use max id + 1"
+        )
+    if num_nodes is not None:
+        limits.check_graph_fits(f"{path}", num_nodes, 0, what=f"num_nodes={num_nodes}")
     path, lines = _read_lines(path)
     rows = _content_rows(lines, ("#", "%"), keep_blank=False)
     tokens, counts = _tokenize([lines[i] for i in rows], commas=True)
@@ -486,8 +514,18 @@ def read_edgelist(
         raise DatasetError(
             f"{path}:{edge_lines[k // 2]}: vertex id {ids[k]} is negative; ids start at 0"
         )
+    if ids.size and ids.max() >= limits.MAX_NUM_NODES:
+        k = int(np.flatnonzero(ids >= limits.MAX_NUM_NODES)[0])
+        limits.check_vertex_id(path, int(edge_lines[k // 2]), int(ids[k]))
     if num_nodes is None:
         num_nodes = int(ids.max()) + 1 if ids.size else 0
+        line = int(edge_lines[int(np.argmax(ids)) // 2]) if ids.size else 0
+        limits.check_graph_fits(
+            f"{path}:{line}",
+            num_nodes,
+            ids.size // 2 * (1 if directed else 2),
+            what=f"the largest vertex id ({num_nodes - 1})",
+        )
     elif ids.size and ids.max() >= num_nodes:
         k = int(np.flatnonzero(ids >= num_nodes)[0])
         raise DatasetError(

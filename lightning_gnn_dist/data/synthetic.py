@@ -16,6 +16,8 @@ change the graph.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 import torch
@@ -23,6 +25,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.graph import canonicalize, sorted_unique
+from lightning_gnn_dist.data.limits import check_graph_fits
 
 __all__ = [
     "add_synthetic_features",
@@ -52,6 +55,14 @@ def _check_int(name: str, value: int, low: int, high: int | None = None) -> int:
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ValueError(f"{name} must be an integer {bound} (got {value!r})")
     return int(value)
+
+
+def _check_finite(**values: float) -> None:
+    for name, value in values.items():
+        if not isinstance(value, int | float | np.integer | np.floating) or not math.isfinite(
+            value
+        ):
+            raise ValueError(f"{name} must be a finite number (got {value!r})")
 
 
 def random_split_masks(
@@ -246,12 +257,20 @@ def sbm(
     num_nodes = _check_int("num_nodes", num_nodes, 1)
     num_classes = _check_int("num_classes", num_classes, 1, num_nodes)
     features = _check_int("features", features, 1)
+    _check_finite(avg_degree=avg_degree, p_ratio=p_ratio, noise=noise)
     if not avg_degree >= 0:
         raise ValueError(f"avg_degree must be >= 0 (got {avg_degree})")
     if not p_ratio > 0:
         raise ValueError(f"p_ratio must be > 0 (got {p_ratio}); 1 means no class structure")
     if not noise >= 0:
         raise ValueError(f"noise must be >= 0 (got {noise})")
+    check_graph_fits(
+        "sbm",
+        num_nodes,
+        num_nodes * avg_degree,
+        features,
+        what=f"num_nodes={num_nodes}, avg_degree={avg_degree:g}",
+    )
     rng = _rng(seed, _STREAM_GRAPH)
 
     # Blocks are contiguous id ranges before the final permutation.
@@ -324,6 +343,10 @@ def rmat_edge_index(
     """
     scale = _check_int("scale", scale, 1, 31)
     edge_factor = _check_int("edge_factor", edge_factor, 1)
+    _check_finite(a=a, b=b, c=c)
+    check_graph_fits(
+        "rmat", 2**scale, edge_factor * 2**scale, what=f"scale={scale}, edge_factor={edge_factor}"
+    )
     d = 1.0 - a - b - c
     if min(a, b, c) < 0 or d < -1e-12:
         raise ValueError(
@@ -383,6 +406,16 @@ def rmat(
         A canonical ``Data`` with ``x`` ``[N, d] float32``, ``y`` ``[N] int64``, masks and
         ``name = "rmat"``.
     """
+    scale = _check_int("scale", scale, 1, 31)
+    edge_factor = _check_int("edge_factor", edge_factor, 1)
+    features = _check_int("features", features, 1)
+    check_graph_fits(
+        "rmat",
+        2**scale,
+        edge_factor * 2**scale,
+        features,
+        what=f"scale={scale}, edge_factor={edge_factor}, features={features}",
+    )
     edge_index = rmat_edge_index(scale, edge_factor, a, b, c, seed)
     data = Data(edge_index=edge_index, num_nodes=1 << scale)
     data = add_synthetic_features(data, features=features, classes=classes, seed=seed)

@@ -3,22 +3,29 @@
 A store is a directory::
 
     meta.json          format version, dataset fingerprint, settings, library versions,
-                       metrics, seconds, sha256 of every other file
+                       metrics, seconds, sha256 and size of every other file, and the sha256 of
+                       its own canonical content (``meta_sha256``)
     assignment.npy     [num_nodes] int64 part of each (original) vertex
     part-00000.pt ...  one LocalPartition per part; a rank loads only its own
 
 It is written into a temporary sibling directory and renamed into place, so a crash leaves either
-nothing or a complete store. A store whose fingerprint differs from the requested dataset and
-settings is refused, never silently reused; a file whose hash differs is reported as corrupt.
+nothing or a complete store; the temporary folders of killed runs are removed by the next run.
+A store whose fingerprint differs from the requested dataset and settings is refused, never
+silently reused. Integrity is checked at three costs: :meth:`PartitionStore.open` checks
+``meta.json`` against its own checksum (every edit is caught), :meth:`PartitionStore.verify`
+checks every file's size (``full=False``) or hash, and :meth:`PartitionStore.load_part` hashes the
+one part a rank loads. ``force=True`` rebuilds a store; the old one is replaced atomically, only
+after the new one is complete.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
+import re
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -29,17 +36,37 @@ import numpy as np
 from torch_geometric.data import Data
 
 from lightning_gnn_dist._progress import status, track
+from lightning_gnn_dist._tempdirs import make_owned_dir, remove_stale
 from lightning_gnn_dist.data.graph import graph_fingerprint
 from lightning_gnn_dist.data.local import LocalPartition, build_local_partitions
 from lightning_gnn_dist.partition.base import Partitioner, check_num_parts
 from lightning_gnn_dist.partition.metrics import PartitionMetrics, partition_metrics
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_STORE_FILE = re.compile(r"meta\.json|assignment\.npy|part-\d{5}\.pt")
 _LIBRARIES = ("torch", "torch-geometric", "pymetis", "mtkahypar", "kahypar", "numpy")
 
 
 class PartitionStoreError(ValueError):
     """A store exists but cannot be used: other dataset or settings, or corrupt files."""
+
+
+def _rebuild_hint(path: Path) -> str:
+    return (
+        f"rebuild it with `python -m lightning_gnn_dist partition --force --out {path} ...` or "
+        f"GraphPartitionDataModule(force=True), or delete {path} and partition again"
+    )
+
+
+def _corrupt(file: Path, store: Path, problem: str) -> PartitionStoreError:
+    return PartitionStoreError(f"{file} {problem}; the store is corrupt: {_rebuild_hint(store)}")
+
+
+def _meta_checksum(meta: dict[str, Any]) -> str:
+    """sha256 of ``meta`` without its ``meta_sha256`` field, as canonical JSON."""
+    content = {key: value for key, value in meta.items() if key != "meta_sha256"}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -52,10 +79,17 @@ class PartitionStore:
 
     @classmethod
     def open(cls, path: str | Path) -> PartitionStore:
-        """Open an existing store and check that its metadata is readable."""
+        """Open an existing store and check ``meta.json`` against its checksum.
+
+        Raises:
+            FileNotFoundError: ``path`` has no ``meta.json``.
+            PartitionStoreError: ``meta.json`` is unreadable, edited, or of another format.
+        """
         path = Path(path)
         meta_path = path / "meta.json"
         if not meta_path.is_file():
+            if _looks_like_store(path) and any(path.iterdir()):
+                raise _corrupt(meta_path, path, "is missing")
             raise FileNotFoundError(
                 f"{path} is not a partition store (no meta.json); create it with "
                 "`python -m lightning_gnn_dist partition --out DIR ...`"
@@ -64,14 +98,14 @@ class PartitionStore:
             meta = json.loads(meta_path.read_text())
             meta["files"], meta["settings"], meta["fingerprint"]  # noqa: B018
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
-            raise PartitionStoreError(
-                f"{meta_path} is corrupt ({err}); delete {path} and partition again"
-            ) from None
+            raise _corrupt(meta_path, path, f"is unreadable ({err})") from None
         if meta.get("format_version") != FORMAT_VERSION:
             raise PartitionStoreError(
-                f"{path} has store format {meta.get('format_version')}, this version reads {FORMAT_VERSION}; "
-                f"delete {path} and partition again"
+                f"{path} has store format {meta.get('format_version')}, this version reads "
+                f"{FORMAT_VERSION}; {_rebuild_hint(path)}"
             )
+        if meta.get("meta_sha256") != _meta_checksum(meta):
+            raise _corrupt(meta_path, path, "was modified (checksum mismatch)")
         return cls(path, meta)
 
     @property
@@ -82,18 +116,31 @@ class PartitionStore:
     def metrics(self) -> PartitionMetrics:
         return PartitionMetrics.from_dict(self.meta["metrics"])
 
-    def _verified(self, name: str) -> Path:
+    def _verified(self, name: str, full: bool = True) -> Path:
+        """``self.path / name`` after checking its size and (``full``) its sha256."""
         file = self.path / name
         expected = self.meta["files"].get(name)
         if expected is None or not file.is_file():
-            raise PartitionStoreError(
-                f"{file} is missing from the store; delete {self.path} and partition again"
+            raise _corrupt(file, self.path, "is missing")
+        size = file.stat().st_size
+        if size != self.meta["file_bytes"][name]:
+            raise _corrupt(
+                file, self.path, f"has {size} bytes instead of {self.meta['file_bytes'][name]}"
             )
-        if _sha256(file) != expected:
-            raise PartitionStoreError(
-                f"{file} is corrupt (checksum mismatch); delete {self.path} and partition again"
-            )
+        if full and _sha256(file) != expected:
+            raise _corrupt(file, self.path, "does not match its checksum")
         return file
+
+    def verify(self, full: bool = True) -> None:
+        """Check that every file of the store is present with its recorded size and, if
+        ``full``, its recorded sha256 (which reads the whole store; ``full=False`` reads only
+        directory entries, and each rank still hashes the part it loads).
+
+        Raises:
+            PartitionStoreError: naming the first missing or corrupt file and how to rebuild.
+        """
+        for name in sorted(self.meta["files"]):
+            self._verified(name, full)
 
     def assignment(self) -> np.ndarray:
         """``[num_nodes] int64`` part of each original vertex id."""
@@ -136,8 +183,10 @@ def partition_to_store(
     num_parts: int,
     path: str | Path,
     dataset: str | None = None,
+    force: bool = False,
+    verify: bool = True,
 ) -> PartitionStore:
-    """Partition ``data`` into ``path``, or reuse the store there if it matches.
+    """Partition ``data`` into ``path``, or reuse the store there if it matches and is intact.
 
     Args:
         data: canonical graph (``load_dataset`` output).
@@ -145,18 +194,33 @@ def partition_to_store(
         num_parts: P.
         path: store directory; created atomically.
         dataset: human description of the dataset (spec string) recorded in ``meta.json``.
+        force: rebuild even if a store exists (matching or not, intact or not); the old store
+            is replaced atomically once the new one is complete. Only a folder that holds
+            nothing but store files is replaced.
+        verify: hash every file of a reused store (``False``: check sizes only, and leave the
+            hashes to :meth:`PartitionStore.load_part`).
 
     Raises:
-        PartitionStoreError: ``path`` holds a store for other data or settings, or is corrupt.
+        PartitionStoreError: ``path`` holds a store for other data or settings, or a corrupt
+            one (without ``force``), or ``force`` would replace a folder that is not a store.
         ValueError: invalid ``num_parts``.
     """
     check_num_parts(num_parts, data.num_nodes)
     path = Path(path)
     fingerprint = graph_fingerprint(data)
     settings = {**partitioner.settings(), "num_parts": int(num_parts)}
-    if path.exists():
+    for kind in ("tmp", "old"):  # folders of killed runs
+        remove_stale(path.parent, f".{path.name}.{kind}-")
+    occupied = path.exists() and not _is_empty_dir(path)
+    if occupied and force and not _looks_like_store(path):
+        raise PartitionStoreError(
+            f"{path} is not a partition store (it holds other files); --force replaces only "
+            "partition stores: choose another --out directory"
+        )
+    if occupied and not force:
         store = PartitionStore.open(path)
         store.check_matches(fingerprint, settings)
+        store.verify(full=verify)
         return store
 
     with status(
@@ -168,16 +232,13 @@ def partition_to_store(
     metrics = partition_metrics(data, assignment, num_parts)
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    tmp = make_owned_dir(path.parent, f".{path.name}.tmp-")
     try:
-        files = {}
         np.save(tmp / "assignment.npy", assignment)
-        files["assignment.npy"] = _sha256(tmp / "assignment.npy")
         parts = build_local_partitions(data, assignment, num_parts)
         for part in track(parts, "writing parts", total=num_parts):
-            name = _part_name(part.part_id)
-            part.save(tmp / name)
-            files[name] = _sha256(tmp / name)
+            part.save(tmp / _part_name(part.part_id))
+        names = ["assignment.npy", *(_part_name(p) for p in range(num_parts))]
         meta = {
             "format_version": FORMAT_VERSION,
             "dataset": dataset,
@@ -191,21 +252,72 @@ def partition_to_store(
             "seconds": seconds,
             "metrics": metrics.to_dict(),
             "versions": _versions(),
-            "files": files,
+            "files": {name: _sha256(tmp / name) for name in names},
+            "file_bytes": {name: (tmp / name).stat().st_size for name in names},
         }
+        meta["meta_sha256"] = _meta_checksum(meta)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        os.rename(tmp, path)
+        if occupied:
+            _replace_dir(tmp, path)
+        else:
+            os.rename(tmp, path)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
-        if path.exists():  # another process won the race: use its store if it matches
+        if not occupied and path.exists():  # a concurrent writer won: use its store if it fits
             store = PartitionStore.open(path)
             store.check_matches(fingerprint, settings)
+            store.verify(full=verify)
             return store
         raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return PartitionStore(path, meta)
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
+
+
+def _looks_like_store(path: Path) -> bool:
+    """A folder holding only store files (a store, possibly damaged), which ``force`` may
+    replace; anything else is the user's."""
+    return path.is_dir() and all(_STORE_FILE.fullmatch(entry.name) for entry in path.iterdir())
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def _replace_dir(new: Path, path: Path) -> None:
+    """Put the complete store ``new`` at ``path`` and remove the old store there.
+
+    Linux ``renameat2(RENAME_EXCHANGE)`` swaps the two folders atomically, so ``path`` is always a
+    complete store; elsewhere the old store is renamed aside first (``path`` is then briefly
+    absent, never incomplete). The old store is deleted only after the new one is in place.
+    """
+    old = make_owned_dir(path.parent, f".{path.name}.old-")
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        exchanged = (
+            libc.renameat2(
+                _AT_FDCWD, os.fsencode(new), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE
+            )
+            == 0
+        )
+    except (AttributeError, OSError):  # no renameat2 in this libc
+        exchanged = False
+    if exchanged:
+        os.rmdir(old)
+        shutil.rmtree(new, ignore_errors=True)  # now the old store
+        return
+    os.replace(path, old)  # replaces the empty placeholder
+    try:
+        os.rename(new, path)
+    except OSError:
+        os.rename(old, path)  # put the old store back
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _mask_counts(data: Data, assignment: np.ndarray, num_parts: int) -> dict[str, list[int]]:

@@ -4,10 +4,16 @@ Whatever happens to the child (an exit, a crash, a hang past ``timeout``), the c
 assignment or a ``RuntimeError`` naming the partitioner, the exit status and the tail of the
 child's output; the calling process always survives. Arrays travel as ``.npz``/``.npy`` files in
 a temporary folder that is removed afterwards.
+
+If the calling process is killed (``SIGKILL`` included), the child dies with it (Linux
+``PR_SET_PDEATHSIG``, set by the worker itself) and the next call removes the orphaned temporary
+folder (its name carries the dead process's id, see :mod:`lightning_gnn_dist._tempdirs`).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +27,13 @@ import numpy as np
 if TYPE_CHECKING:
     from lightning_gnn_dist.partition.hypergraph import ColumnNetHypergraph
 
+from lightning_gnn_dist._tempdirs import make_owned_dir, remove_stale
+
 WORKER = Path(__file__).resolve().with_name("_worker.py")
+#: Prefix of the temporary folders in :func:`tempfile.gettempdir`.
+TEMP_PREFIX = "lgd-partition-"
+#: Environment variable telling the worker which process must outlive it.
+PARENT_PID_ENV = "LGD_PARTITION_PARENT_PID"
 _TAIL_CHARS = 2000
 
 
@@ -69,9 +81,11 @@ def partition_in_child(
     Raises:
         RuntimeError: non-zero exit, timeout, no output or an output of the wrong shape.
     """
-    with tempfile.TemporaryDirectory(prefix="lgd-partition-") as folder:
-        input_path = Path(folder) / "hypergraph.npz"
-        output_path = Path(folder) / "assignment.npy"
+    remove_stale(tempfile.gettempdir(), TEMP_PREFIX)
+    folder = make_owned_dir(tempfile.gettempdir(), TEMP_PREFIX, mode=0o700)
+    try:
+        input_path = folder / "hypergraph.npz"
+        output_path = folder / "assignment.npy"
         np.savez(
             input_path,
             net_offsets=np.asarray(hg.net_offsets, dtype=np.int64),
@@ -88,6 +102,7 @@ def partition_in_child(
                 cwd=folder,
                 timeout=timeout,
                 check=False,
+                env={**os.environ, PARENT_PID_ENV: str(os.getpid())},
             )
         except subprocess.TimeoutExpired as expired:
             raise RuntimeError(
@@ -106,6 +121,8 @@ def partition_in_child(
                 f"early, e.g. after a stdin prompt). Its output: {output!r}"
             )
         assignment = np.load(output_path)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     if assignment.shape != (hg.num_vertices,):
         raise RuntimeError(
             f"{label} returned {assignment.shape} part ids for {hg.num_vertices} vertices"

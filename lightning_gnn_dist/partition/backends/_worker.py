@@ -17,11 +17,16 @@ Usage::
 written only after the partitioner returned (atomically: written to a temporary name, then
 renamed). Exit status 2: bad arguments or unreadable input, with a message on stderr. The script
 imports only ``numpy`` and the partitioner (no torch), so it starts in well under a second.
+
+When ``LGD_PARTITION_PARENT_PID`` is set, the worker asks Linux to ``SIGKILL`` it when that
+parent dies (``PR_SET_PDEATHSIG``), so a killed ``partition`` command leaves no worker running.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -36,6 +41,22 @@ import numpy as np  # noqa: E402
 #: Threads of the Mt-KaHyPar child; with one thread its default preset is reproducible.
 MTKAHYPAR_THREADS = 1
 USAGE = "BACKEND HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED [CONFIG.ini]"
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent() -> None:
+    """SIGKILL this process when its parent dies (Linux; elsewhere a no-op)."""
+    parent = os.environ.get("LGD_PARTITION_PARENT_PID")
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    except (OSError, AttributeError, ValueError):
+        return
+    if str(os.getppid()) != parent:  # the parent died before the request took effect
+        os._exit(1)
 
 
 def _fail(message: str) -> int:
@@ -95,6 +116,7 @@ def _mtkahypar(arrays: dict, num_parts: int, epsilon: float, seed: int) -> np.nd
 
 
 def main(argv: list[str] | None = None) -> int:
+    _die_with_parent()
     args = sys.argv[1:] if argv is None else argv
     backend = args[0] if args else None
     expected = {"kahypar": 7, "mtkahypar": 6}

@@ -1,0 +1,76 @@
+"""Temporary folders that name their owner, so the next run can remove those of killed runs.
+
+A folder is called ``PREFIX<host>-<pid>-<random>``. A process killed with ``SIGKILL`` cannot
+remove its folders; :func:`remove_stale` (called by the next run before it makes its own)
+removes every folder of that prefix whose owner was a process of this host that no longer
+exists. Folders of live processes (a concurrent writer) and of other hosts (a shared file
+system) are left alone.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import secrets
+import shutil
+import socket
+from pathlib import Path
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "_", socket.gethostname()) or "host"
+
+
+def make_owned_dir(parent: str | os.PathLike, prefix: str, mode: int = 0o777) -> Path:
+    """Create ``parent/PREFIX<host>-<pid>-<random>`` and return it.
+
+    Args:
+        parent: folder to create it in (must exist).
+        prefix: name prefix; :func:`remove_stale` takes the same one.
+        mode: permissions, filtered by the umask as ``mkdir`` does. The default ``0o777`` (not
+            :func:`tempfile.mkdtemp`'s ``0o700``) lets a store renamed from the folder follow
+            the umask like any other folder. (default: ``0o777``)
+    """
+    for _ in range(100):
+        path = Path(parent) / f"{prefix}{_host()}-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            path.mkdir(mode=mode)
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, f"no free temporary name {prefix}* in", str(parent))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale(parent: str | os.PathLike, prefix: str) -> list[Path]:
+    """Remove the folders ``parent/PREFIX<this host>-<pid>-*`` whose process is gone.
+
+    Args:
+        parent: folder to scan; a missing one has nothing stale.
+        prefix: the prefix given to :func:`make_owned_dir`.
+
+    Returns:
+        The folders removed.
+    """
+    pattern = re.compile(rf"{re.escape(prefix)}{re.escape(_host())}-(\d+)-[0-9a-f]+")
+    try:
+        entries = list(Path(parent).iterdir())
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match and not _alive(int(match.group(1))) and entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed

@@ -1,0 +1,145 @@
+"""Up-front refusal of graphs that cannot be loaded: too many vertices, or too little memory.
+
+A declared size (a file header, ``num_nodes=``, a generator's parameters) is checked *before*
+anything of that size is allocated, so a graph that cannot fit ends at once with a
+:class:`~lightning_gnn_dist.data.formats.DatasetError` quoting the estimate and what the machine
+has, instead of a ``MemoryError`` traceback minutes later.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _error(message: str) -> ValueError:
+    from .formats import DatasetError  # formats imports this module
+
+    return DatasetError(message)
+
+
+#: Largest supported vertex count: METIS, KaHyPar and Mt-KaHyPar index vertices with 32-bit
+#: integers (and ``coalesce`` packs ``src * N + dst`` into an ``int64``).
+MAX_NUM_NODES = 2**31
+
+#: Peak bytes per vertex per feature while loading: ``x`` itself (float32) plus the float64
+#: aggregates of the synthetic teacher labels (two of them).
+_BYTES_PER_FEATURE = 4 + 2 * 8
+#: Peak bytes per vertex besides features: labels (int64), three masks, ids and degrees.
+_BYTES_PER_NODE = 8 + 3 + 2 * 8
+#: Peak bytes per edge: ``[2, E] int64`` edge_index, its coalesce key and sort permutation.
+_BYTES_PER_EDGE = 16 * 3
+#: Peak bytes per byte of a text graph file while parsing it: the raw bytes, the decoded text,
+#: its lines, and one Python ``str`` (~50 bytes) per number of ~6 digits and a separator.
+_PARSE_BYTES_PER_FILE_BYTE = 12
+
+
+def graph_memory_bytes(num_nodes: float, num_edges: float, features: float = 0) -> float:
+    """Estimated peak memory of loading a graph in bytes (the canonical ``Data`` and the
+    temporary arrays of canonicalisation and synthetic features).
+
+    Args:
+        num_nodes: vertices ``N``.
+        num_edges: directed edges ``E`` (both directions of an undirected edge count).
+        features: feature width ``d`` of ``x`` (``0`` when ``x`` is not built).
+
+    Floats, because a generator's parameters can ask for more edges than an ``int64`` holds.
+    """
+    per_node = _BYTES_PER_NODE + _BYTES_PER_FEATURE * float(features)
+    return float(num_nodes) * per_node + float(num_edges) * _BYTES_PER_EDGE
+
+
+def available_memory_bytes() -> int:
+    """Bytes this process can still allocate: ``MemAvailable`` of ``/proc/meminfo``, lowered to
+    the cgroup's remaining ``memory.max`` in a container; ``psutil`` where ``/proc`` is missing."""
+    available = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+                break
+    except OSError:
+        pass
+    if available is None:
+        try:
+            import psutil
+
+            available = int(psutil.virtual_memory().available)
+        except ImportError:  # pragma: no cover - psutil is a dependency of our dependencies
+            return 1 << 62
+    cgroup = Path("/sys/fs/cgroup")
+    try:
+        limit = (cgroup / "memory.max").read_text().strip()
+        if limit.isdigit():
+            used = int((cgroup / "memory.current").read_text())
+            available = min(available, max(0, int(limit) - used))
+    except (OSError, ValueError):
+        pass
+    return available
+
+
+def _size(num_bytes: float) -> str:
+    """``3.2 GiB``, ``12.0 MiB``, ``512 bytes``."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if num_bytes >= scale:
+            return f"{num_bytes / scale:.1f} {unit}"
+    return f"{num_bytes:.0f} bytes"
+
+
+def check_graph_fits(
+    source: str, num_nodes: float, num_edges: float, features: float = 0, what: str = "the graph"
+) -> None:
+    """Raise :class:`DatasetError` unless a graph of this size is supported and fits in memory.
+
+    Args:
+        source: where the size comes from, for the message (``"g.mtx:3"``, ``"'sbm?...'"``).
+        num_nodes: vertices ``N`` (may be a float from a generator's parameters).
+        num_edges: directed edges ``E``.
+        features: feature width ``d``.
+        what: how the message calls the graph (``"the declared size"``...).
+
+    Raises:
+        DatasetError: the estimate of :func:`graph_memory_bytes` above
+            :func:`available_memory_bytes`, or ``N`` above :data:`MAX_NUM_NODES`.
+    """
+    needed = graph_memory_bytes(num_nodes, num_edges, features)
+    available = available_memory_bytes()
+    size = f"{num_nodes:.0f} vertices, {num_edges:.0f} edges, {features:.0f} features"
+    if needed > available:
+        raise _error(
+            f"{source}: {what} ({size}) needs about {_size(needed)} of memory but "
+            f"{_size(available)} is available; use a smaller graph or a machine with more memory"
+        )
+    if num_nodes > MAX_NUM_NODES:
+        raise _error(
+            f"{source}: {what} ({size}) has more than the supported {MAX_NUM_NODES} vertices "
+            "(the partitioners use 32-bit vertex ids); use a smaller graph"
+        )
+
+
+def check_file_fits(path: str | os.PathLike, num_bytes: int) -> None:
+    """Raise :class:`DatasetError` if parsing a text file of ``num_bytes`` cannot fit in memory.
+
+    Args:
+        path: the file, for the message.
+        num_bytes: its size in bytes (uncompressed).
+    """
+    needed = float(num_bytes) * _PARSE_BYTES_PER_FILE_BYTE
+    available = available_memory_bytes()
+    if needed > available:
+        raise _error(
+            f"{path}: parsing this {_size(num_bytes)} file needs about {_size(needed)} of memory "
+            f"but {_size(available)} is available; convert it to a binary format or use a "
+            "machine with more memory"
+        )
+
+
+def check_vertex_id(path: str | os.PathLike, line: int, vertex_id: int) -> None:
+    """Raise :class:`DatasetError` (``path:line: ...``) if ``vertex_id`` is beyond
+    :data:`MAX_NUM_NODES`."""
+    if vertex_id >= MAX_NUM_NODES:
+        raise _error(
+            f"{path}:{line}: vertex id {vertex_id} is beyond the supported range "
+            f"0..{MAX_NUM_NODES - 1} (the partitioners use 32-bit vertex ids); renumber the "
+            "vertices densely from 0"
+        )
