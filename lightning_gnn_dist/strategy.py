@@ -22,6 +22,14 @@ from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES, make_exchange
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.nn.context import GraphContext, use_graph_context
 from lightning_gnn_dist.nn.distribute import distribute
+from lightning_gnn_dist.resume import (
+    CHECKPOINT_KEY,
+    FORMAT_VERSION,
+    check_same_run,
+    rng_state,
+    run_identity,
+    set_rng_state,
+)
 
 STAGES = ("train", "validate", "test", "predict")
 
@@ -77,6 +85,7 @@ class GNNStrategy(DDPStrategy):
         self.comm_counters = {stage: CommCounter() for stage in STAGES}
         self.graph_context: GraphContext | None = None
         self._loss_weight = 1.0
+        self._resume: dict[str, Any] | None = None  # this rank's state from a loaded checkpoint
 
     # -- launch -------------------------------------------------------------------------------
     def _configure_launcher(self) -> None:
@@ -108,6 +117,16 @@ class GNNStrategy(DDPStrategy):
         partition = _to_device(partition, self.root_device)
         exchange = make_exchange(self.exchange_mode, partition, self.comm_counters["train"])
         self.graph_context = GraphContext(partition, exchange)
+        if self._resume is not None:
+            if trainer.state.fn == "fit":
+                check_same_run(
+                    self._resume["run"],
+                    run_identity(datamodule, self.world_size),
+                    self._resume["path"],
+                )
+            exchange.load_state_dict(self._resume["rank"].get("exchange", {}))
+            if trainer.state.fn != "fit":
+                self._resume = None  # weights only: validate/test/predict draw no training noise
         if self.loss_reduction == "mean" and partition.train_mask is not None:
             local = int(partition.train_mask.sum())
             self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
@@ -118,6 +137,55 @@ class GNNStrategy(DDPStrategy):
         # No DDP wrapper (it would average gradients); start from rank 0's parameters instead.
         for tensor in [*self.model.parameters(), *self.model.buffers()]:
             dist.broadcast(tensor.data, src=0)
+
+    # -- checkpoints: per-rank state (design §4: the exchange's cache is part of the checkpoint) --
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], filepath, storage_options: Any | None = None
+    ) -> None:
+        """Add every rank's RNG and exchange state and the run's identity, then let rank 0 write.
+        Like Lightning's ``Trainer.save_checkpoint``, it must be called on every rank."""
+        state = {"rng": rng_state(), "exchange": self._exchange_state()}
+        ranks = [state]
+        if dist.is_available() and dist.is_initialized() and self.world_size > 1:
+            ranks = [None] * self.world_size if self.is_global_zero else None
+            dist.gather_object(state, ranks, dst=0)
+        if self.is_global_zero:
+            checkpoint[CHECKPOINT_KEY] = {
+                "format": FORMAT_VERSION,
+                "run": run_identity(self.lightning_module.trainer.datamodule, self.world_size),
+                "ranks": ranks,
+            }
+        super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
+
+    def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict[str, Any]:
+        checkpoint = super().load_checkpoint(checkpoint_path, weights_only=weights_only)
+        saved = checkpoint.get(CHECKPOINT_KEY)
+        self._resume = None
+        if saved is not None:
+            ranks = saved["ranks"]
+            if len(ranks) != self.world_size:
+                check_same_run(
+                    saved["run"],
+                    {**saved["run"], "world_size": self.world_size},
+                    str(checkpoint_path),
+                )
+            self._resume = {
+                "run": saved["run"],
+                "rank": ranks[self.global_rank],
+                "path": str(checkpoint_path),
+            }
+        return checkpoint
+
+    def on_train_start(self) -> None:
+        # Last, after sanity validation and model set-up, so nothing draws from the restored
+        # generators before the first resumed training step.
+        super().on_train_start()
+        if self._resume is not None:
+            set_rng_state(self._resume["rank"]["rng"])
+            self._resume = None
+
+    def _exchange_state(self) -> dict[str, Any]:
+        return self.graph_context.exchange.state_dict() if self.graph_context is not None else {}
 
     # -- gradients ----------------------------------------------------------------------------
     def backward(self, closure_loss: Tensor, optimizer, *args: Any, **kwargs: Any) -> Tensor:
