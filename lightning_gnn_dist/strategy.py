@@ -6,6 +6,7 @@ start the processes themselves), ``gnn_ddp_spawn`` and ``gnn_ddp_fork``.
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from dataclasses import fields, replace
 from datetime import timedelta
@@ -13,13 +14,15 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
+from lightning_fabric.utilities.distributed import _init_dist_connection
+from lightning_fabric.utilities.seed import reset_seed
 from pytorch_lightning.strategies import DDPStrategy, StrategyRegistry
-from pytorch_lightning.strategies.launchers import _SubprocessScriptLauncher
 from torch import Tensor
 
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES, make_exchange
 from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.launcher import GNNSubprocessLauncher
 from lightning_gnn_dist.nn.context import GraphContext, use_graph_context
 from lightning_gnn_dist.nn.distribute import distribute
 from lightning_gnn_dist.resume import (
@@ -56,6 +59,9 @@ class GNNStrategy(DDPStrategy):
         loss_reduction (str): ``"mean"`` or ``"sum"``, see above. (default: ``"mean"``)
         timeout (float or timedelta): seconds a collective may wait before every rank fails with
             an error instead of hanging. (default: ``1800``)
+        startup_timeout (float or timedelta): seconds the processes may take to find each other
+            (rendezvous and ``init_process_group``); separate from ``timeout`` because start-up
+            includes importing and, on a loaded machine, waiting for a core. (default: ``300``)
         start_method (str): ``"popen"``, ``"spawn"`` or ``"fork"``. (default: ``"popen"``)
         **kwargs: passed to :class:`DDPStrategy` (``process_group_backend``, ``cluster_environment``,
             ...). gloo is used on CPU, NCCL on GPU.
@@ -66,6 +72,7 @@ class GNNStrategy(DDPStrategy):
         exchange: str = "p2p",
         loss_reduction: Literal["mean", "sum"] = "mean",
         timeout: float | timedelta = 1800.0,
+        startup_timeout: float | timedelta = 300.0,
         start_method: Literal["popen", "spawn", "fork", "forkserver"] = "popen",
         **kwargs: Any,
     ) -> None:
@@ -75,10 +82,8 @@ class GNNStrategy(DDPStrategy):
             )
         if loss_reduction not in ("mean", "sum"):
             raise ValueError(f"loss_reduction must be 'mean' or 'sum' (got {loss_reduction!r})")
-        if not isinstance(timeout, timedelta):
-            if timeout <= 0:
-                raise ValueError(f"timeout must be positive seconds (got {timeout})")
-            timeout = timedelta(seconds=timeout)
+        timeout = _seconds("timeout", timeout)
+        self.startup_timeout = _seconds("startup_timeout", startup_timeout)
         super().__init__(timeout=timeout, start_method=start_method, **kwargs)
         self.exchange_mode = exchange
         self.loss_reduction = loss_reduction
@@ -90,15 +95,31 @@ class GNNStrategy(DDPStrategy):
     # -- launch -------------------------------------------------------------------------------
     def _configure_launcher(self) -> None:
         # torchrun / SLURM start one process per rank already; spawning more would duplicate ranks.
-        if (
+        if self._start_method == "popen" or (
             self.cluster_environment is not None
             and self.cluster_environment.creates_processes_externally
         ):
-            self._launcher = _SubprocessScriptLauncher(
-                self.cluster_environment, self.num_processes, self.num_nodes
+            self._launcher = GNNSubprocessLauncher(
+                self.cluster_environment,
+                self.num_processes,
+                self.num_nodes,
+                wait_s=self._timeout.total_seconds(),
             )
             return
         super()._configure_launcher()
+
+    def setup_distributed(self) -> None:
+        # DDPStrategy.setup_distributed, except that the processes first join under
+        # startup_timeout: Lightning's single timeout would bound both the rendezvous (imports on
+        # a loaded machine) and every collective (including gloo's point-to-point waits).
+        reset_seed()
+        self.set_world_ranks()
+        self._process_group_backend = self._get_process_group_backend()
+        kwargs: dict[str, Any] = {"timeout": self._timeout}
+        if not dist.is_initialized():
+            kwargs["store"] = _join(self.cluster_environment, self.startup_timeout, self._timeout)
+        kwargs["device_id"] = self.root_device if self.root_device.type != "cpu" else None
+        _init_dist_connection(self.cluster_environment, self._process_group_backend, **kwargs)
 
     # -- setup --------------------------------------------------------------------------------
     def setup(self, trainer) -> None:
@@ -247,6 +268,35 @@ class GNNStrategy(DDPStrategy):
 
     def __repr__(self) -> str:
         return f"GNNStrategy(exchange={self.exchange_mode!r}, loss_reduction={self.loss_reduction!r}, start_method={self._start_method!r})"
+
+
+def _join(environment, startup_timeout: timedelta, timeout: timedelta) -> dist.Store:
+    """Rendezvous of all ranks within ``startup_timeout``; returns the store, whose later waits
+    are bounded by the collective ``timeout``."""
+    os.environ["MASTER_ADDR"] = environment.main_address
+    os.environ["MASTER_PORT"] = str(environment.main_port)
+    rank, world_size = environment.global_rank(), environment.world_size()
+    keys = [f"lightning_gnn_dist/started/{r}" for r in range(world_size)]
+    try:
+        store, _, _ = next(dist.rendezvous("env://", rank, world_size, timeout=startup_timeout))
+        store.set(keys[rank], "1")
+        store.wait(keys, startup_timeout)
+    except (RuntimeError, dist.DistError) as error:
+        raise TimeoutError(
+            f"rank {rank}: not all {world_size} processes started within "
+            f"startup_timeout={startup_timeout.total_seconds():g} s ({error}); on a loaded "
+            "machine pass a larger GNNStrategy(startup_timeout=...)"
+        ) from None
+    store.set_timeout(timeout)
+    return store
+
+
+def _seconds(name: str, value: float | timedelta) -> timedelta:
+    if isinstance(value, timedelta):
+        return value
+    if not value > 0:
+        raise ValueError(f"{name} must be positive seconds (got {value!r})")
+    return timedelta(seconds=value)
 
 
 def _to_device(partition: LocalPartition, device: torch.device) -> LocalPartition:
