@@ -37,6 +37,8 @@ class FailingClassifier(NodeClassifier):
             if self.fail_how == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
             if self.fail_how == "stop":
+                if os.environ.get("FAILURE_TIME_FILE"):  # when the rank froze, for the test
+                    Path(os.environ["FAILURE_TIME_FILE"]).write_text(str(time.time()))
                 os.kill(os.getpid(), signal.SIGSTOP)
             raise RuntimeError(f"deliberate failure on rank {self.global_rank}")
         return super().training_step(batch, batch_idx)
