@@ -10,7 +10,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from lightning_gnn_dist import GraphPartitionDataModule, NodeClassifier
 from lightning_gnn_dist.partition.store import PartitionStore
-from lightning_gnn_dist.resume import CHECKPOINT_KEY
+from lightning_gnn_dist.resume import CHECKPOINT_KEY, ResumeMismatchError, check_same_run
 
 DATASET = "sbm?num_nodes=240&num_classes=3&avg_degree=6&features=8&seed=1"
 OTHER_DATASET = "sbm?num_nodes=240&num_classes=3&avg_degree=6&features=8&seed=2"
@@ -97,3 +97,16 @@ def test_resume_against_other_data_or_partition_is_refused(
         assert fingerprint in message
     for partition in (saved["partition"], meta["files"]["assignment.npy"]):
         assert partition in message
+
+
+def test_resume_with_another_world_size_is_refused():
+    saved = {
+        "dataset": "d",
+        "fingerprint": "f1",
+        "partition": "a1",
+        "settings": {},
+        "world_size": 2,
+    }
+    with pytest.raises(ResumeMismatchError, match="world_size: checkpoint 2, this run 4"):
+        check_same_run(saved, {**saved, "world_size": 4}, "last.ckpt")
+    check_same_run(saved, dict(saved), "last.ckpt")  # the same run resumes
