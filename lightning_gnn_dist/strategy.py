@@ -6,6 +6,7 @@ start the processes themselves), ``gnn_ddp_spawn`` and ``gnn_ddp_fork``.
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from dataclasses import fields, replace
 from datetime import timedelta
@@ -13,14 +14,25 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
+from lightning_fabric.utilities.distributed import _init_dist_connection
+from lightning_fabric.utilities.seed import reset_seed
 from torch import Tensor
 
-from lightning_gnn_dist._compat import NAMESPACES, LightningNeutral, lightning_module
+from lightning_gnn_dist._compat import NAMESPACES, LightningNeutral
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES, make_exchange
 from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.launcher import GNNSubprocessLauncher
 from lightning_gnn_dist.nn.context import GraphContext, use_graph_context
 from lightning_gnn_dist.nn.distribute import distribute
+from lightning_gnn_dist.resume import (
+    CHECKPOINT_KEY,
+    FORMAT_VERSION,
+    check_same_run,
+    rng_state,
+    run_identity,
+    set_rng_state,
+)
 
 STAGES = ("train", "validate", "test", "predict")
 
@@ -47,6 +59,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         loss_reduction (str): ``"mean"`` or ``"sum"``, see above. (default: ``"mean"``)
         timeout (float or timedelta): seconds a collective may wait before every rank fails with
             an error instead of hanging. (default: ``1800``)
+        startup_timeout (float or timedelta): seconds the processes may take to find each other
+            (rendezvous and ``init_process_group``); separate from ``timeout`` because start-up
+            includes importing and, on a loaded machine, waiting for a core. (default: ``300``)
         start_method (str): ``"popen"``, ``"spawn"`` or ``"fork"``. (default: ``"popen"``)
         **kwargs: passed to :class:`DDPStrategy` (``process_group_backend``, ``cluster_environment``,
             ...). gloo is used on CPU, NCCL on GPU.
@@ -57,6 +72,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         exchange: str = "p2p",
         loss_reduction: Literal["mean", "sum"] = "mean",
         timeout: float | timedelta = 1800.0,
+        startup_timeout: float | timedelta = 300.0,
         start_method: Literal["popen", "spawn", "fork", "forkserver"] = "popen",
         **kwargs: Any,
     ) -> None:
@@ -66,30 +82,45 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             )
         if loss_reduction not in ("mean", "sum"):
             raise ValueError(f"loss_reduction must be 'mean' or 'sum' (got {loss_reduction!r})")
-        if not isinstance(timeout, timedelta):
-            if timeout <= 0:
-                raise ValueError(f"timeout must be positive seconds (got {timeout})")
-            timeout = timedelta(seconds=timeout)
+        timeout = _seconds("timeout", timeout)
+        self.startup_timeout = _seconds("startup_timeout", startup_timeout)
         super().__init__(timeout=timeout, start_method=start_method, **kwargs)
         self.exchange_mode = exchange
         self.loss_reduction = loss_reduction
         self.comm_counters = {stage: CommCounter() for stage in STAGES}
         self.graph_context: GraphContext | None = None
         self._loss_weight = 1.0
+        self._resume: dict[str, Any] | None = None  # this rank's state from a loaded checkpoint
 
     # -- launch -------------------------------------------------------------------------------
     def _configure_launcher(self) -> None:
         # torchrun / SLURM start one process per rank already; spawning more would duplicate ranks.
-        if (
+        if self._start_method == "popen" or (
             self.cluster_environment is not None
             and self.cluster_environment.creates_processes_externally
         ):
-            launchers = lightning_module(self._lightning_namespace).strategies.launchers
-            self._launcher = launchers._SubprocessScriptLauncher(
-                self.cluster_environment, self.num_processes, self.num_nodes
+            launcher = GNNSubprocessLauncher.for_namespace(self._lightning_namespace)
+            self._launcher = launcher(
+                self.cluster_environment,
+                self.num_processes,
+                self.num_nodes,
+                wait_s=self._timeout.total_seconds(),
             )
             return
         super()._configure_launcher()
+
+    def setup_distributed(self) -> None:
+        # DDPStrategy.setup_distributed, except that the processes first join under
+        # startup_timeout: Lightning's single timeout would bound both the rendezvous (imports on
+        # a loaded machine) and every collective (including gloo's point-to-point waits).
+        reset_seed()
+        self.set_world_ranks()
+        self._process_group_backend = self._get_process_group_backend()
+        kwargs: dict[str, Any] = {"timeout": self._timeout}
+        if not dist.is_initialized():
+            kwargs["store"] = _join(self.cluster_environment, self.startup_timeout, self._timeout)
+        kwargs["device_id"] = self.root_device if self.root_device.type != "cpu" else None
+        _init_dist_connection(self.cluster_environment, self._process_group_backend, **kwargs)
 
     # -- setup --------------------------------------------------------------------------------
     def setup(self, trainer) -> None:
@@ -108,6 +139,16 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         partition = _to_device(partition, self.root_device)
         exchange = make_exchange(self.exchange_mode, partition, self.comm_counters["train"])
         self.graph_context = GraphContext(partition, exchange)
+        if self._resume is not None:
+            if trainer.state.fn == "fit":
+                check_same_run(
+                    self._resume["run"],
+                    run_identity(datamodule, self.world_size),
+                    self._resume["path"],
+                )
+            exchange.load_state_dict(self._resume["rank"].get("exchange", {}))
+            if trainer.state.fn != "fit":
+                self._resume = None  # weights only: validate/test/predict draw no training noise
         if self.loss_reduction == "mean" and partition.train_mask is not None:
             local = int(partition.train_mask.sum())
             self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
@@ -118,6 +159,55 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         # No DDP wrapper (it would average gradients); start from rank 0's parameters instead.
         for tensor in [*self.model.parameters(), *self.model.buffers()]:
             dist.broadcast(tensor.data, src=0)
+
+    # -- checkpoints: per-rank state (design §4: the exchange's cache is part of the checkpoint) --
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], filepath, storage_options: Any | None = None
+    ) -> None:
+        """Add every rank's RNG and exchange state and the run's identity, then let rank 0 write.
+        Like Lightning's ``Trainer.save_checkpoint``, it must be called on every rank."""
+        state = {"rng": rng_state(), "exchange": self._exchange_state()}
+        ranks = [state]
+        if dist.is_available() and dist.is_initialized() and self.world_size > 1:
+            ranks = [None] * self.world_size if self.is_global_zero else None
+            dist.gather_object(state, ranks, dst=0)
+        if self.is_global_zero:
+            checkpoint[CHECKPOINT_KEY] = {
+                "format": FORMAT_VERSION,
+                "run": run_identity(self.lightning_module.trainer.datamodule, self.world_size),
+                "ranks": ranks,
+            }
+        super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
+
+    def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict[str, Any]:
+        checkpoint = super().load_checkpoint(checkpoint_path, weights_only=weights_only)
+        saved = checkpoint.get(CHECKPOINT_KEY)
+        self._resume = None
+        if saved is not None:
+            ranks = saved["ranks"]
+            if len(ranks) != self.world_size:
+                check_same_run(
+                    saved["run"],
+                    {**saved["run"], "world_size": self.world_size},
+                    str(checkpoint_path),
+                )
+            self._resume = {
+                "run": saved["run"],
+                "rank": ranks[self.global_rank],
+                "path": str(checkpoint_path),
+            }
+        return checkpoint
+
+    def on_train_start(self) -> None:
+        # Last, after sanity validation and model set-up, so nothing draws from the restored
+        # generators before the first resumed training step.
+        super().on_train_start()
+        if self._resume is not None:
+            set_rng_state(self._resume["rank"]["rng"])
+            self._resume = None
+
+    def _exchange_state(self) -> dict[str, Any]:
+        return self.graph_context.exchange.state_dict() if self.graph_context is not None else {}
 
     # -- gradients ----------------------------------------------------------------------------
     def backward(self, closure_loss: Tensor, optimizer, *args: Any, **kwargs: Any) -> Tensor:
@@ -179,6 +269,35 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
 
     def __repr__(self) -> str:
         return f"GNNStrategy(exchange={self.exchange_mode!r}, loss_reduction={self.loss_reduction!r}, start_method={self._start_method!r})"
+
+
+def _join(environment, startup_timeout: timedelta, timeout: timedelta) -> dist.Store:
+    """Rendezvous of all ranks within ``startup_timeout``; returns the store, whose later waits
+    are bounded by the collective ``timeout``."""
+    os.environ["MASTER_ADDR"] = environment.main_address
+    os.environ["MASTER_PORT"] = str(environment.main_port)
+    rank, world_size = environment.global_rank(), environment.world_size()
+    keys = [f"lightning_gnn_dist/started/{r}" for r in range(world_size)]
+    try:
+        store, _, _ = next(dist.rendezvous("env://", rank, world_size, timeout=startup_timeout))
+        store.set(keys[rank], "1")
+        store.wait(keys, startup_timeout)
+    except (RuntimeError, dist.DistError) as error:
+        raise TimeoutError(
+            f"rank {rank}: not all {world_size} processes started within "
+            f"startup_timeout={startup_timeout.total_seconds():g} s ({error}); on a loaded "
+            "machine pass a larger GNNStrategy(startup_timeout=...)"
+        ) from None
+    store.set_timeout(timeout)
+    return store
+
+
+def _seconds(name: str, value: float | timedelta) -> timedelta:
+    if isinstance(value, timedelta):
+        return value
+    if not value > 0:
+        raise ValueError(f"{name} must be positive seconds (got {value!r})")
+    return timedelta(seconds=value)
 
 
 def _to_device(partition: LocalPartition, device: torch.device) -> LocalPartition:

@@ -107,6 +107,16 @@ class HaloExchange(ABC):
         """Blocking exchange: ``[num_owned, d]`` owned rows → ``[num_halo, d]`` halo rows."""
         return self.start(h_owned, layer).wait()
 
+    def state_dict(self) -> dict:
+        """This rank's exchange state that a resumed run needs to continue exactly where it
+        stopped (a cache, rows in flight); stateless modes have none. The strategy stores every
+        rank's dict in the checkpoint and hands each rank its own back."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` returned on this rank in the interrupted run."""
+        del state  # stateless by default
+
     def _peer(self, rank: int) -> int:
         return rank if self.group is None else dist.get_global_rank(self.group, rank)
 

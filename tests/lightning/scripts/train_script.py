@@ -1,6 +1,8 @@
 """A tiny distributed fit driven by command-line flags, for launcher contract tests.
 
-    python train_script.py --root DIR [--devices 2] [--fail-rank R --fail-epoch E] [--timeout S]
+    python train_script.py --root DIR [--devices 2] [--fail-rank R --fail-epoch E]
+                           [--fail-how raise|kill|stop] [--timeout S] [--startup-timeout S]
+                           [--delay-rank R --delay S] [--pid-dir DIR]
                            [--predict-dir DIR] [--result FILE]
 
 Run directly (Lightning's subprocess launcher starts the other ranks) or under torchrun.
@@ -9,6 +11,9 @@ Run directly (Lightning's subprocess launcher starts the other ranks) or under t
 import argparse
 import json
 import os
+import signal
+import time
+from pathlib import Path
 
 import pytorch_lightning as pl
 
@@ -21,12 +26,20 @@ from lightning_gnn_dist import (
 
 
 class FailingClassifier(NodeClassifier):
-    def __init__(self, fail_rank: int, fail_epoch: int, **kwargs):
+    """Fails on ``fail_rank`` at ``fail_epoch``: raises, SIGKILLs or SIGSTOPs itself."""
+
+    def __init__(self, fail_rank: int, fail_epoch: int, fail_how: str = "raise", **kwargs):
         super().__init__(**kwargs)
-        self.fail_rank, self.fail_epoch = fail_rank, fail_epoch
+        self.fail_rank, self.fail_epoch, self.fail_how = fail_rank, fail_epoch, fail_how
 
     def training_step(self, batch, batch_idx):
         if self.global_rank == self.fail_rank and self.current_epoch == self.fail_epoch:
+            if self.fail_how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            if self.fail_how == "stop":
+                if os.environ.get("FAILURE_TIME_FILE"):  # when the rank froze, for the test
+                    Path(os.environ["FAILURE_TIME_FILE"]).write_text(str(time.time()))
+                os.kill(os.getpid(), signal.SIGSTOP)
             raise RuntimeError(f"deliberate failure on rank {self.global_rank}")
         return super().training_step(batch, batch_idx)
 
@@ -38,15 +51,28 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--fail-rank", type=int, default=-1)
     parser.add_argument("--fail-epoch", type=int, default=1)
+    parser.add_argument("--fail-how", choices=["raise", "kill", "stop"], default="raise")
     parser.add_argument("--timeout", type=float, default=30)
+    parser.add_argument("--startup-timeout", type=float, default=300)
+    parser.add_argument("--delay-rank", type=int, default=-1)
+    parser.add_argument("--delay", type=float, default=0)
+    parser.add_argument("--pid-dir")
     parser.add_argument("--predict-dir")
     parser.add_argument("--result")
     args = parser.parse_args()
 
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if args.pid_dir:
+        Path(args.pid_dir, f"rank-{local_rank}.pid").write_text(str(os.getpid()))
+    if local_rank == args.delay_rank:
+        time.sleep(args.delay)  # a rank that is slow to start (a loaded machine)
+
     pl.seed_everything(0)
-    model = FailingClassifier(args.fail_rank, args.fail_epoch, in_channels=64, num_classes=10)
+    model = FailingClassifier(
+        args.fail_rank, args.fail_epoch, args.fail_how, in_channels=64, num_classes=10
+    )
     trainer = pl.Trainer(
-        strategy=GNNStrategy(timeout=args.timeout),
+        strategy=GNNStrategy(timeout=args.timeout, startup_timeout=args.startup_timeout),
         accelerator="cpu",
         devices=args.devices,
         max_epochs=args.epochs,
