@@ -26,9 +26,17 @@ def _env():
 
 
 def _run(args, tmp_path, timeout=150):
+    # torchrun's agent leaves its ``torchelastic_*`` log folder in TMPDIR: keep it in tmp_path.
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir(exist_ok=True)
     start = time.monotonic()
     proc = subprocess.run(
-        args, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=timeout
+        args,
+        cwd=tmp_path,
+        env={**_env(), "TMPDIR": str(tmpdir)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     return proc, time.monotonic() - start
 
