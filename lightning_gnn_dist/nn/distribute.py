@@ -12,6 +12,10 @@ message-passing layer receives ``[owned | halo]`` rows:
   **not** exact for layers that normalise with degrees computed inside the layer from
   ``edge_index`` over source vertices (e.g. ``ChebConv``, ``SGConv``, ``APPNP`` with
   normalisation): those see local degrees for halo vertices.
+* ``BatchNorm1d``, ``SyncBatchNorm`` and PyG ``BatchNorm`` become
+  :class:`~lightning_gnn_dist.nn.norm.DistBatchNorm` (statistics over all ranks' rows, exact);
+  graph-level norms (``GraphNorm``, ``PairNorm``, ``LayerNorm(mode="graph")``, ...) are refused
+  with a ``ValueError`` (see :mod:`lightning_gnn_dist.nn.norm`).
 
 Outside a graph context the model behaves exactly as before, so the same module trains
 single-process and distributed.
@@ -25,6 +29,7 @@ from torch_geometric.nn.conv import MessagePassing
 
 from lightning_gnn_dist.nn.context import current_graph_context
 from lightning_gnn_dist.nn.conv import DISTRIBUTED_LAYERS, _Distributed
+from lightning_gnn_dist.nn.norm import check_norm_is_exact, make_norm_distributed
 
 _HOOKED = "_lgd_hooks"
 
@@ -35,9 +40,13 @@ def distribute(model: nn.Module) -> nn.Module:
     Returns:
         ``model`` itself. Each distributed layer gets ``layer_name`` = its qualified name, used as
         the layer key in communication counters.
+
+    Raises:
+        ValueError: the model holds a graph-level norm that cannot be exact on a partition.
     """
     for name, module in model.named_modules():
-        if not isinstance(module, MessagePassing):
+        check_norm_is_exact(module, name)
+        if make_norm_distributed(module) or not isinstance(module, MessagePassing):
             continue
         swap = DISTRIBUTED_LAYERS.get(type(module))
         if swap is not None:
