@@ -16,7 +16,9 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.nn import (
     APPNP,
+    BatchNorm,
     ChebConv,
+    DiffGroupNorm,
     GATConv,
     GATv2Conv,
     GCNConv,
@@ -38,10 +40,10 @@ from tests.distributed import run_ranks
 N, D_IN, D_OUT, WORLD_SIZES = 26, 5, 4, (1, 2, 3, 4)
 
 
-class SageThenBatchNorm(nn.Module):
-    def __init__(self):
+class SageThenNorm(nn.Module):
+    def __init__(self, norm: nn.Module):
         super().__init__()
-        self.conv, self.norm = SAGEConv(D_IN, D_OUT), nn.BatchNorm1d(D_OUT)
+        self.conv, self.norm = SAGEConv(D_IN, D_OUT), norm
 
     def forward(self, x, edge_index):
         return self.norm(self.conv(x, edge_index))
@@ -81,7 +83,9 @@ LAYERS = {
         D_IN, D_OUT, heads=2, concat=False, root_weight=False
     ),
     "transformer-beta": lambda: TransformerConv(D_IN, D_OUT, heads=2, beta=True),
-    "sage-batchnorm": SageThenBatchNorm,
+    "sage-batchnorm": lambda: SageThenNorm(nn.BatchNorm1d(D_OUT)),
+    "sage-pyg-batchnorm": lambda: SageThenNorm(BatchNorm(D_OUT, momentum=None)),
+    "sage-diffgroupnorm": lambda: SageThenNorm(DiffGroupNorm(D_OUT, groups=2)),
 }
 
 
@@ -159,6 +163,8 @@ def _rank(rank, world_size):
 
 @pytest.fixture(scope="module")
 def distributed_runs():
+    for name in LAYERS:  # PyG builds each layer class's code once: do it before forking
+        reference(name)
     return {size: run_ranks(_rank, size, timeout=120) for size in WORLD_SIZES}
 
 
