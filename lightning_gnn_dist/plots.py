@@ -133,7 +133,7 @@ def balance_figure(
     """
     num_ranks = len(owned_vertices)
     ranks = np.arange(num_ranks)
-    fig = _new_figure(max(7.0, 2.5 + 0.14 * num_ranks), 9.0)
+    fig = _new_figure(min(16.0, max(7.0, 2.5 + 0.14 * num_ranks)), 9.0)
     ax_size, ax_nnz, ax_rows, ax_time = fig.subplots(4, 1, sharex=True)
     for ax, values, label in (
         (ax_size, owned_vertices, "owned vertices (rows)"),
@@ -215,7 +215,7 @@ def partition_comparison_figure(
     names = list(metrics)
     num_ranks = metrics[names[0]].num_parts
     ranks = np.arange(num_ranks)
-    fig = _new_figure(max(8.0, 2.5 + 0.1 * num_ranks * len(names)), 8.0)
+    fig = _new_figure(min(18.0, max(8.0, 2.5 + 0.1 * num_ranks * len(names))), 8.0)
     axes = fig.subplots(3, 1, sharex=True)
     width = 0.8 / len(names)
     panels: Sequence[tuple[str, str]] = (
