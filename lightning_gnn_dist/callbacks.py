@@ -19,6 +19,7 @@ from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES
 
 _FIELDS = (
     "rows_sent",
+    "rows_received",
     "bytes_sent",
     "bytes_received",
     "messages_sent",
@@ -52,15 +53,27 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     ``comm/seconds_avg``/``comm/seconds_max`` and ``comm/compute_seconds_avg`` (training step time
     minus exchange wait). Values are gathered from all ranks and written by rank 0 to every
     logger of the Trainer (CSV, TensorBoard, ...), step = epoch; :attr:`last_logged` holds them. :attr:`history` keeps one row per layer, direction
-    and epoch; :meth:`table` renders the last epoch.
+    and epoch; :meth:`table` renders the last epoch. :attr:`rank_history` keeps, per epoch, the
+    per-rank arrays the plots draw (bytes per rank pair, measured and predicted; rows sent and
+    received; compute and exchange-wait seconds).
 
     Args:
         print_table (bool): print the last epoch's table on rank 0 when training ends.
             (default: ``False``)
+        plot_dir (str, optional): when training ends, rank 0 writes ``comm_matrix.png``,
+            ``balance.png`` and ``comm_vs_compute.png`` (see :mod:`lightning_gnn_dist.plots`;
+            needs the ``plot`` extra) into this folder and adds the same figures to every logger
+            that has ``add_figure`` (TensorBoard) under ``comm/<name>``. (default: ``None``)
     """
 
-    def __init__(self, print_table: bool = False) -> None:
+    def __init__(self, print_table: bool = False, plot_dir: str | None = None) -> None:
         self.print_table = print_table
+        self.plot_dir = plot_dir
+        if plot_dir is not None:
+            from lightning_gnn_dist.plots import _matplotlib
+
+            _matplotlib()  # fail at construction, with the install hint, not after training
+        self.rank_history: list[dict[str, Any]] = []
         self.history: list[dict[str, Any]] = []
         self.last_logged: dict[str, float] = {}
         self._step_seconds = 0.0
@@ -83,17 +96,22 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             [[getattr(t, f) for f in _FIELDS] for _, _, t in items] or [[0.0] * len(_FIELDS)],
             dtype=torch.float64,
         )
+        world = trainer.world_size
+        peer_bytes = torch.zeros(world, dtype=torch.float64)
+        for _, _, t in items:
+            if t.bytes_sent_to is not None:
+                peer_bytes += torch.tensor(t.bytes_sent_to, dtype=torch.float64)
         local = torch.cat(
-            [local.flatten(), torch.tensor([self._step_seconds], dtype=torch.float64)]
+            [local.flatten(), peer_bytes, torch.tensor([self._step_seconds], dtype=torch.float64)]
         )
-        gathered = (
-            pl_module.all_gather(local.to(pl_module.device)).cpu().view(trainer.world_size, -1)
-        )
+        gathered = pl_module.all_gather(local.to(pl_module.device)).cpu().view(world, -1)
         step_seconds = gathered[:, -1]
-        stats = gathered[:, :-1].view(trainer.world_size, -1, len(_FIELDS))
+        peer_matrix = gathered[:, -1 - world : -1]
+        stats = gathered[:, : -1 - world].view(world, -1, len(_FIELDS))
         mode = EXCHANGE_MODES[strategy.exchange_mode]
         metrics = store.metrics
         comm_seconds = torch.zeros(trainer.world_size, dtype=torch.float64)
+        predicted_matrix = np.zeros((world, world))
         logged: dict[str, float] = {}
         for i, (layer, direction, traffic) in enumerate(items):
             per_rank = {f: stats[:, i, k] for k, f in enumerate(_FIELDS)}
@@ -114,6 +132,11 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
                 "seconds_max": float(per_rank["seconds"].max()),
             }
             comm_seconds += per_rank["seconds"]
+            pair_rows = mode.predicted_peer_rows(metrics, direction)
+            if pair_rows is None or traffic.bytes_sent_to is None:
+                predicted_matrix = None
+            elif predicted_matrix is not None:
+                predicted_matrix = predicted_matrix + pair_rows * traffic.width * 4 * traffic.calls
             self.history.append(row)
             for key in (
                 "bytes_total",
@@ -130,6 +153,18 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         logged["comm/compute_seconds_avg"] = float(
             (step_seconds - comm_seconds).clamp(min=0).mean()
         )
+        compute_seconds = (step_seconds - comm_seconds).clamp(min=0)
+        self.rank_history.append(
+            {
+                "epoch": trainer.current_epoch,
+                "peer_bytes": peer_matrix.numpy(),
+                "predicted_peer_bytes": predicted_matrix,
+                "rows_sent": stats[:, :, _FIELDS.index("rows_sent")].sum(1).numpy(),
+                "rows_received": stats[:, :, _FIELDS.index("rows_received")].sum(1).numpy(),
+                "wait_seconds": comm_seconds.numpy(),
+                "compute_seconds": compute_seconds.numpy(),
+            }
+        )
         self.last_logged = logged
         if trainer.is_global_zero:  # values are already global: no per-key sync needed
             for logger in trainer.loggers:
@@ -138,6 +173,47 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.print_table:
             self._print()
+        if self.plot_dir is not None and trainer.is_global_zero and self.rank_history:
+            _, store = _strategy_and_store(trainer)
+            self._write_figures(trainer, self.figures(store.metrics))
+
+    def figures(self, metrics) -> dict[str, Any]:
+        """``{"comm_matrix", "balance", "comm_vs_compute"}`` matplotlib figures: the last epoch's
+        bytes per rank pair (measured next to predicted) and per-rank balance (``metrics`` gives
+        owned vertices and non-zeros), and seconds and bytes over all epochs."""
+        from lightning_gnn_dist import plots
+
+        last = self.rank_history[-1]
+        epoch = last["epoch"]
+        return {
+            "comm_matrix": plots.communication_matrix_figure(
+                last["peer_bytes"], last["predicted_peer_bytes"], f"halo exchange, epoch {epoch}"
+            ),
+            "balance": plots.balance_figure(
+                metrics.part_sizes,
+                metrics.part_nnz,
+                last["rows_sent"],
+                last["rows_received"],
+                last["compute_seconds"],
+                last["wait_seconds"],
+                f"per-rank balance, epoch {epoch}",
+            ),
+            "comm_vs_compute": plots.comm_compute_figure(
+                np.stack([r["compute_seconds"] for r in self.rank_history]),
+                np.stack([r["wait_seconds"] for r in self.rank_history]),
+                np.array([r["peer_bytes"].sum() for r in self.rank_history]),
+            ),
+        }
+
+    def _write_figures(self, trainer: pl.Trainer, figures: dict[str, Any]) -> None:
+        from lightning_gnn_dist.plots import save_figure
+
+        for name, figure in figures.items():
+            save_figure(figure, Path(self.plot_dir) / f"{name}.png")
+            for logger in trainer.loggers:
+                add_figure = getattr(getattr(logger, "experiment", None), "add_figure", None)
+                if add_figure is not None:  # TensorBoard's SummaryWriter
+                    add_figure(f"comm/{name}", figure, trainer.current_epoch, close=False)
 
     def last_epoch(self) -> list[dict[str, Any]]:
         """Rows of the most recent epoch."""

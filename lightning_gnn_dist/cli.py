@@ -77,6 +77,11 @@ def _partition_parser() -> argparse.ArgumentParser:
         choices=sorted(PARTITIONERS),
         help=f"(default: {' '.join(DEFAULT_METHODS)})",
     )
+    cmp.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="also draw the methods side by side per rank (needs the 'plot' extra)",
+    )
     return parser
 
 
@@ -104,8 +109,18 @@ def run_partition_command(argv: Sequence[str]) -> int:
     title = f"{args.dataset}: {data.num_nodes} vertices, {data.edge_index.size(1)} edges, P = {args.num_parts}"
     if args.command == "partition-compare":
         rows = compare_partitioners(
-            data, args.num_parts, args.methods, seed=args.seed, epsilon=args.epsilon
+            data,
+            args.num_parts,
+            args.methods,
+            seed=args.seed,
+            epsilon=args.epsilon,
+            keep_metrics=True,
         )
+        metrics = {row["method"]: row.pop("metrics") for row in rows}
+        if args.plot:
+            from lightning_gnn_dist.plots import partition_comparison_figure, save_figure
+
+            save_figure(partition_comparison_figure(metrics, title), args.plot)
         if args.json:
             print(json.dumps(rows, indent=1))
         else:

@@ -153,6 +153,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             local = int(partition.train_mask.sum())
             self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
         distribute(self.lightning_module)
+        # distribute() already synchronised every BatchNorm (on CPU too); torch's SyncBatchNorm,
+        # which Trainer(sync_batchnorm=True) would swap in, needs a GPU and would undo that.
+        self._layer_sync = None
         super().setup(trainer)
 
     def configure_ddp(self) -> None:

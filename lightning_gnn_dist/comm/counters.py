@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 
@@ -12,6 +13,8 @@ class Traffic:
 
     ``rows_*`` are feature rows, ``bytes_*`` their payload bytes, ``messages_*`` point-to-point
     messages (one per peer and exchange), ``seconds`` the time spent waiting for completion.
+    ``bytes_sent_to`` splits ``bytes_sent`` by receiving rank (``[P]``) when the exchange mode
+    reports it (``None`` otherwise).
     """
 
     rows_sent: int = 0
@@ -23,6 +26,7 @@ class Traffic:
     calls: int = 0
     width: int = 0
     seconds: float = 0.0
+    bytes_sent_to: list[int] | None = None
 
 
 class CommCounter:
@@ -43,8 +47,13 @@ class CommCounter:
         element_size: int,
         messages_sent: int,
         messages_received: int,
+        rows_sent_to: Sequence[int] | None = None,
     ) -> None:
         t = self._traffic[(layer, direction)]
+        if rows_sent_to is not None:
+            sent_to = [r * width * element_size for r in rows_sent_to]
+            previous = t.bytes_sent_to or [0] * len(sent_to)
+            t.bytes_sent_to = [a + b for a, b in zip(previous, sent_to, strict=True)]
         t.rows_sent += rows_sent
         t.rows_received += rows_received
         t.bytes_sent += rows_sent * width * element_size

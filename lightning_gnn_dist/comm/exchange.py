@@ -126,6 +126,12 @@ class HaloExchange(ABC):
         """``[P]`` rows each rank sends per exchange in ``direction``, from the partition metrics
         alone (what the counters must measure)."""
 
+    @staticmethod
+    def predicted_peer_rows(metrics: PartitionMetrics, direction: str) -> np.ndarray | None:
+        """``[P, P]`` rows rank ``p`` sends to rank ``q`` per exchange in ``direction``, from the
+        partition metrics (``None``: this mode makes no per-pair prediction)."""
+        return None
+
     @abstractmethod
     def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
         """Start moving owned rows; the transfer's result is ``[num_halo, d]``."""
@@ -186,6 +192,10 @@ class P2PExchange(HaloExchange):
     def predicted_rows_sent(metrics: PartitionMetrics, direction: str) -> np.ndarray:
         return metrics.send_rows if direction == "forward" else metrics.recv_rows
 
+    @staticmethod
+    def predicted_peer_rows(metrics: PartitionMetrics, direction: str) -> np.ndarray:
+        return metrics.peer_rows if direction == "forward" else metrics.peer_rows.T
+
     def _post(
         self, send: Tensor, send_counts: list[int], recv: Tensor, recv_counts: list[int]
     ) -> list:
@@ -221,6 +231,7 @@ class P2PExchange(HaloExchange):
             element_size=like.element_size(),
             messages_sent=sum(1 for c in sent if c),
             messages_received=sum(1 for c in received if c),
+            rows_sent_to=sent,
         )
 
     def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
@@ -257,6 +268,16 @@ class BroadcastExchange(HaloExchange):
             return (metrics.num_parts - 1) * metrics.part_sizes
         return metrics.num_nodes - metrics.part_sizes
 
+    @staticmethod
+    def predicted_peer_rows(metrics: PartitionMetrics, direction: str) -> np.ndarray:
+        # Forward: root p's block goes to every peer; backward: every peer returns a partial
+        # gradient of root q's block to q.
+        sizes = metrics.part_sizes
+        block = sizes[:, None] if direction == "forward" else sizes[None, :]
+        rows = np.broadcast_to(block, (metrics.num_parts, metrics.num_parts)).copy()
+        np.fill_diagonal(rows, 0)
+        return rows
+
     def _blocks(self) -> list[Tensor]:
         """Per root ``q``: local row indices (within ``q``'s block) of this rank's halo rows."""
         if not hasattr(self, "_halo_blocks"):
@@ -279,6 +300,8 @@ class BroadcastExchange(HaloExchange):
         sizes, peers = self._block_sizes(), self.world_size - 1
         own, others = sizes[self.rank] * peers, sum(sizes) - sizes[self.rank]
         sent, received = (own, others) if direction == "forward" else (others, own)
+        sent_to = [sizes[self.rank]] * len(sizes) if direction == "forward" else list(sizes)
+        sent_to[self.rank] = 0
         self.counter.record(
             layer,
             direction,
@@ -288,6 +311,7 @@ class BroadcastExchange(HaloExchange):
             element_size=like.element_size(),
             messages_sent=peers,
             messages_received=peers,
+            rows_sent_to=sent_to,
         )
 
     # The collectives block, so they run inside Transfer.wait: the exchange time is measured like

@@ -30,7 +30,7 @@ import torch
 from torch_geometric.data import Data
 
 from .formats import DatasetError, read_edgelist, read_metis, read_mtx
-from .graph import canonicalize
+from .graph import canonicalize, distinct_edges
 from .limits import check_graph_fits
 from .ogb import DEFAULT_OGB_ROOT, load_ogb
 from .synthetic import add_synthetic_features, random_split_masks, rmat, sbm
@@ -408,6 +408,7 @@ def load_digits_graph(k: int = 10, seed: int = 0) -> Data:
     centre = np.repeat(np.arange(num_nodes), k)
     src = np.concatenate([neighbours.ravel(), centre])
     dst = np.concatenate([centre, neighbours.ravel()])
+    src, dst = distinct_edges(src, dst, num_nodes)  # mutual neighbours: one edge, not two
 
     std = pixels.std(axis=0)
     x = (pixels - pixels.mean(axis=0)) / np.where(std > 0, std, 1.0)

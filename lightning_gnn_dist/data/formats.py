@@ -26,6 +26,7 @@ import torch
 from torch_geometric.data import Data
 
 from . import limits
+from .graph import distinct_edges
 
 __all__ = ["DatasetError", "read_edgelist", "read_metis", "read_mtx"]
 
@@ -473,8 +474,9 @@ def read_edgelist(
 
     Args:
         path (str or os.PathLike): the file (``.gz`` allowed).
-        directed (bool): if ``False``, every edge is added in both directions.
-            (default: ``True``)
+        directed (bool): if ``False``, the graph is the simple undirected graph of the listed
+            pairs: every edge in both directions, each direction once. A directed list keeps
+            repeated lines as parallel edges. (default: ``True``)
         num_nodes (int, optional): the number of vertices; ids must be ``< num_nodes``. If
             ``None``, it is the largest id plus one. (default: ``None``)
 
@@ -535,4 +537,5 @@ def read_edgelist(
     src, dst = ids[0::2], ids[1::2]
     if not directed:
         src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+        src, dst = distinct_edges(src, dst, max(num_nodes, 1))
     return _edge_data(src, dst, num_nodes, path)

@@ -4,6 +4,10 @@ Convention (PyG's ``source_to_target`` flow): ``edge_index[0]`` holds sources ``
 ``edge_index[1]`` targets ``i``; a message flows ``j -> i``, so row ``i`` of the normalised
 adjacency ``Â`` has a non-zero in column ``j``. Row ``i`` always also has the diagonal
 non-zero (self loop), whether or not the input lists it.
+
+Parallel edges are kept: a multigraph aggregates exactly as PyG does on the same ``edge_index``
+(a doubled edge counts twice in a sum, a mean and a GCN degree). The partition model is
+set-based: non-zeros, nets and halo rows count each distinct ``(j, i)`` pair once.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
-from torch_geometric.utils import coalesce
+from torch_geometric.utils import sort_edge_index
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -32,10 +36,20 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     return values[keep]
 
 
-def canonicalize(data: Data, *, source: str = "graph") -> Data:
-    """Validate ``data`` and return it with a coalesced ``int64`` ``edge_index``.
+def distinct_edges(
+    src: np.ndarray, dst: np.ndarray, num_nodes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(src, dst)`` with parallel edges merged, sorted by ``(src, dst)`` (``int64`` arrays)."""
+    key = sorted_unique(np.asarray(src, dtype=np.int64) * num_nodes + dst)
+    return key // num_nodes, key % num_nodes
 
-    Duplicate edges are merged; self loops are kept as given.
+
+def canonicalize(data: Data, *, source: str = "graph") -> Data:
+    """Validate ``data`` and return it with a sorted ``int64`` ``edge_index``.
+
+    Edges are sorted by ``(source, target)``; parallel edges and self loops are kept as given
+    (a graph without parallel edges comes out exactly as ``torch_geometric.utils.coalesce``
+    would return it).
 
     Raises:
         ValueError: empty graph, malformed ``edge_index`` or vertex ids out of range. The message
@@ -58,17 +72,16 @@ def canonicalize(data: Data, *, source: str = "graph") -> Data:
         bad = int(edge_index.max()) if int(edge_index.max()) >= num_nodes else int(edge_index.min())
         raise ValueError(f"{source}: vertex id {bad} is out of range [0, {num_nodes})")
     data = data.clone()
-    data.edge_index = coalesce(edge_index, num_nodes=num_nodes)
+    data.edge_index = sort_edge_index(edge_index, num_nodes=num_nodes)
     data.num_nodes = num_nodes
     return data
 
 
 def row_nnz(edge_index: Tensor, num_nodes: int) -> np.ndarray:
-    """Non-zeros per row of ``Â`` (in-neighbours plus the diagonal): ``[num_nodes] int64``.
-
-    ``edge_index`` must be coalesced (see :func:`canonicalize`).
+    """Non-zeros per row of ``Â`` (distinct in-neighbours plus the diagonal):
+    ``[num_nodes] int64``. Parallel edges count once.
     """
-    src, dst = edge_index.numpy()
+    src, dst = distinct_edges(*edge_index.numpy(), num_nodes)
     off_diagonal = src != dst
     return np.bincount(dst[off_diagonal], minlength=num_nodes).astype(np.int64) + 1
 
@@ -78,9 +91,9 @@ def column_net_pins(edge_index: Tensor, num_nodes: int) -> tuple[np.ndarray, np.
 
     Net ``j`` (column ``j``) has pins ``{j} ∪ {i : j -> i}`` (paper 000 eq. 10): the rows that
     need row ``j`` of the layer input. Returns two ``int64`` arrays of equal length (one entry
-    per non-zero of ``Â``); every pair appears once.
+    per non-zero of ``Â``); every pair appears once, also for parallel edges.
     """
-    src, dst = edge_index.numpy()
+    src, dst = distinct_edges(*edge_index.numpy(), num_nodes)
     off_diagonal = src != dst
     diagonal = np.arange(num_nodes, dtype=np.int64)
     nets = np.concatenate([src[off_diagonal], diagonal])

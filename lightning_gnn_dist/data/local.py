@@ -33,16 +33,20 @@ class LocalPartition:
         part_offsets: ``[P + 1] int64`` relabelled id ranges of all parts.
         global_ids: ``[num_owned] int64`` original (dataset) ids of the owned vertices.
         edge_index: ``[2, E_local] int64``; sources index ``[owned | halo]`` rows, targets index
-            owned rows. It holds every in-edge of every owned vertex.
+            owned rows. It holds every in-edge of every owned vertex, parallel edges included.
         halo_ids: ``[num_halo] int64`` relabelled ids of the halo vertices, ascending.
         recv_counts: ``[P] int64`` halo rows received from each peer per exchange (``R_m``,
             paper 000 eq. 9); the halo block of peer ``q`` follows those of peers ``< q``.
         send_index: ``[Σ send_counts] int64`` local owned rows to send, grouped by peer.
         send_counts: ``[P] int64`` rows sent to each peer per exchange (``S_m``, eq. 8).
         in_degree: ``[num_owned + num_halo] int64`` global in-degree without self loops of
-            every local vertex (normalisation must use global degrees, never local ones).
+            every local vertex, parallel edges counted (normalisation must use global degrees,
+            never local ones).
         has_self_loop: ``[num_owned + num_halo] bool`` whether the input graph has the loop.
         x, y, train_mask, val_mask, test_mask: owned rows only (``[num_owned, d]`` etc.).
+        num_self_loops: ``[num_owned + num_halo] int64`` self loops of every local vertex in
+            the input graph (more than one in a multigraph); ``None`` in parts stored before it
+            existed, read as ``has_self_loop``.
     """
 
     part_id: int
@@ -62,6 +66,7 @@ class LocalPartition:
     train_mask: Tensor | None = None
     val_mask: Tensor | None = None
     test_mask: Tensor | None = None
+    num_self_loops: Tensor | None = None
 
     @property
     def num_owned(self) -> int:
@@ -77,31 +82,37 @@ class LocalPartition:
         return int(self.part_offsets[self.part_id]), int(self.part_offsets[self.part_id + 1])
 
     def gcn_edge_weight(
-        self, add_self_loops: bool = True, improved: bool = False
+        self, add_self_loops: bool = True, improved: bool = False, normalize: bool = True
     ) -> tuple[Tensor, Tensor]:
-        """Local ``edge_index`` with self loops added as PyG's ``gcn_norm`` would, and the
-        symmetric normalisation ``deg^-1/2[j] · deg^-1/2[i]`` from **global** degrees.
+        """Local ``edge_index`` and edge weights of PyG 2.8's ``GCNConv`` without edge weights,
+        with the symmetric normalisation ``deg^-1/2[j] · deg^-1/2[i]`` from **global** degrees.
+
+        As in PyG's ``gcn_norm`` (``add_remaining_self_loops`` with no edge weights), adding
+        self loops replaces the graph's own loops by exactly one loop of weight 1 per vertex, so
+        ``improved`` changes nothing here; parallel edges count once each. Without
+        ``add_self_loops`` the graph's loops, parallel ones included, are kept. With
+        ``normalize=False`` every edge weighs 1 (``add_self_loops`` is then unused, as in PyG).
 
         Returns:
             ``(edge_index [2, E'] int64, edge_weight [E'] float32)`` over ``[owned | halo]``
             sources and owned targets, equal to the global ``gcn_norm`` restricted to owned rows.
         """
-        fill = 2.0 if improved else 1.0
-        degree = self.in_degree.to(torch.float32)
+        del improved  # PyG 2.8 ignores it when no edge weights are given (see above)
         edge_index = self.edge_index
+        if not normalize:
+            return edge_index, torch.ones(edge_index.size(1))
+        degree = self.in_degree.to(torch.float32)
         if add_self_loops:
-            missing = torch.nonzero(~self.has_self_loop[: self.num_owned]).flatten()
-            edge_index = torch.cat([edge_index, missing.repeat(2, 1)], dim=1)
-            loop_weight = torch.where(self.has_self_loop, 1.0, fill)
-            degree = degree + loop_weight
+            src, dst = edge_index
+            loops = torch.arange(self.num_owned, device=edge_index.device)
+            edge_index = torch.cat([edge_index[:, src != dst], loops.repeat(2, 1)], dim=1)
+            degree = degree + 1.0
         else:
-            degree = degree + self.has_self_loop.to(torch.float32)
+            loops = self.num_self_loops
+            degree = degree + (self.has_self_loop if loops is None else loops).to(torch.float32)
         src, dst = edge_index
-        weight = torch.ones(src.numel())
-        if add_self_loops:
-            weight[src == dst] = torch.where(self.has_self_loop[src[src == dst]], 1.0, fill)
         inv_sqrt = degree.pow(-0.5).masked_fill(degree == 0, 0.0)
-        return edge_index, inv_sqrt[src] * weight * inv_sqrt[dst]
+        return edge_index, inv_sqrt[src] * inv_sqrt[dst]
 
     def save(self, path: str | Path) -> None:
         torch.save({f.name: getattr(self, f.name) for f in fields(self)}, path)
@@ -144,8 +155,7 @@ def build_local_partitions(
     src, dst = old_to_new[src_old], old_to_new[dst_old]
     loop = src == dst
     in_degree = np.bincount(dst[~loop], minlength=num_nodes)
-    has_loop = np.zeros(num_nodes, dtype=bool)
-    has_loop[dst[loop]] = True
+    num_loops = np.bincount(dst[loop], minlength=num_nodes)
 
     # Halo pairs (target part, remote source), unique and sorted: per target part the halo is
     # ascending in relabelled id, hence grouped by owner.
@@ -187,7 +197,8 @@ def build_local_partitions(
             send_index=torch.from_numpy(send_src[sl] - start),
             send_counts=torch.from_numpy(np.bincount(send_peer[sl], minlength=num_parts)),
             in_degree=torch.from_numpy(in_degree[local_vertices]),
-            has_self_loop=torch.from_numpy(has_loop[local_vertices]),
+            has_self_loop=torch.from_numpy(num_loops[local_vertices] > 0),
+            num_self_loops=torch.from_numpy(num_loops[local_vertices]),
         )
         index = torch.from_numpy(owned_old)
         for key in _OPTIONAL:

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from lightning_gnn_dist.data.graph import canonicalize, sorted_unique
+from lightning_gnn_dist.data.graph import canonicalize, distinct_edges, sorted_unique
 from lightning_gnn_dist.data.limits import check_graph_fits
 
 __all__ = [
@@ -295,6 +295,7 @@ def sbm(
     permutation = _rng(seed, _STREAM_PERMUTATION).permutation(num_nodes)
     src = permutation[np.concatenate([u, v])]
     dst = permutation[np.concatenate([v, u])]
+    src, dst = distinct_edges(src, dst, num_nodes)  # a simple graph: repeated draws merge
     y = np.empty(num_nodes, dtype=np.int64)
     y[permutation] = block_of
 

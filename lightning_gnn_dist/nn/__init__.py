@@ -4,10 +4,12 @@ from lightning_gnn_dist.nn.context import GraphContext, current_graph_context, u
 from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistSAGEConv
 from lightning_gnn_dist.nn.distribute import distribute
 from lightning_gnn_dist.nn.models import GAT, GCN, GraphSAGE, build_model
+from lightning_gnn_dist.nn.norm import DistBatchNorm
 
 __all__ = [
     "GAT",
     "GCN",
+    "DistBatchNorm",
     "DistGATConv",
     "DistGCNConv",
     "DistSAGEConv",

@@ -37,17 +37,20 @@ class GraphContext:
     def num_owned(self) -> int:
         return self.partition.num_owned
 
-    def gcn_graph(self, add_self_loops: bool, improved: bool) -> tuple[Tensor, Tensor, Tensor]:
-        """Globally normalised GCN edges split for overlap (cached).
+    def gcn_graph(
+        self, add_self_loops: bool, improved: bool, normalize: bool = True
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Globally normalised GCN edges split for overlap (cached); see
+        :meth:`LocalPartition.gcn_edge_weight`.
 
         Returns:
             ``(owned_edges, halo_edges, weights)`` where ``owned_edges`` and ``halo_edges`` are
             ``[2, E] int64`` (halo sources re-based to ``[0, num_halo)``) and ``weights`` the
             matching ``(owned_weight, halo_weight)`` float tensors concatenated.
         """
-        key = ("gcn", add_self_loops, improved)
+        key = ("gcn", add_self_loops, improved, normalize)
         if key not in self._cache:
-            edge_index, weight = self.partition.gcn_edge_weight(add_self_loops, improved)
+            edge_index, weight = self.partition.gcn_edge_weight(add_self_loops, improved, normalize)
             device = self.partition.edge_index.device
             edge_index, weight = edge_index.to(device), weight.to(device)
             owned = edge_index[0] < self.num_owned

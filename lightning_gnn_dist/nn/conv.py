@@ -33,7 +33,8 @@ class _Distributed:
 class DistGCNConv(_Distributed, GCNConv):
     """:class:`torch_geometric.nn.GCNConv` with the point-to-point halo exchange of paper 000.
 
-    Normalisation uses **global** degrees (carried by the partition), never local ones. The
+    Normalisation uses **global** degrees (carried by the partition), never local ones, with PyG
+    2.8's semantics (parallel edges count, ``improved`` has no effect without edge weights). The
     exchange moves ``min(in_channels, out_channels)`` columns: when the layer narrows, ``X·W`` is
     computed first and exchanged instead of ``X`` (the product is the same, the bytes fewer).
     The local product is computed while the halo rows are in flight (Alg. 1).
@@ -47,14 +48,13 @@ class DistGCNConv(_Distributed, GCNConv):
         ctx = current_graph_context()
         if ctx is None:
             return super().forward(x, edge_index, edge_weight)
-        if edge_weight is not None or not self.normalize:
+        if edge_weight is not None:
             raise NotImplementedError(
-                "distributed GCNConv supports normalize=True without edge weights (the global "
-                "normalisation comes from the partition); got "
-                f"normalize={self.normalize}, edge_weight={'given' if edge_weight is not None else None}"
+                f"GCNConv ({self._name()}): edge_weight is not supported in distributed mode (the "
+                "global normalisation comes from the partition's degrees); call it without one"
             )
         owned_edges, halo_edges, (owned_w, halo_w) = ctx.gcn_graph(
-            self.add_self_loops, self.improved
+            self.add_self_loops, self.improved, self.normalize
         )
         transform_first = self.out_channels <= self.in_channels
         h = self.lin(x) if transform_first else x

@@ -7,6 +7,7 @@ store, ``LocalPartition``) only sees that assignment, so a new method is one sub
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -57,6 +58,17 @@ class Partitioner(ABC):
             or assignment.max() >= num_parts
         ):
             raise RuntimeError(f"{self.name} partitioner returned an invalid assignment")
+        empty = np.flatnonzero(np.bincount(assignment, minlength=num_parts) == 0)
+        if empty.size:
+            # Training still works (the rank only relays its share of collectives), but the
+            # user asked for P workers and gets fewer doing graph work.
+            warnings.warn(
+                f"the {self.name!r} partitioner ({self!r}) left part(s) {empty.tolist()} of "
+                f"{num_parts} empty on a graph of {data.num_nodes} vertices; those ranks own no "
+                "vertex. Use fewer parts or another method (e.g. 'hypergraph' or 'random').",
+                UserWarning,
+                stacklevel=2,
+            )
         return assignment
 
     @abstractmethod

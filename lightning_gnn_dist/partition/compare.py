@@ -28,6 +28,7 @@ def compare_partitioners(
     methods: Sequence[str] = DEFAULT_METHODS,
     seed: int = 0,
     epsilon: float = 0.03,
+    keep_metrics: bool = False,
 ) -> list[dict[str, Any]]:
     """Partition ``data`` with each method and return one summary row per method.
 
@@ -35,7 +36,9 @@ def compare_partitioners(
     the volume and message columns, ``<key>_vs_random`` (ratio to random partitioning, computed
     even when ``random`` is not among ``methods``). Rows of a method that refined its partition
     for the busiest part's send volume also have ``refine_moves`` and the volumes before that
-    step, ``unrefined_total_volume_rows`` and ``unrefined_max_send_rows``.
+    step, ``unrefined_total_volume_rows`` and ``unrefined_max_send_rows``. With
+    ``keep_metrics=True`` every row also holds its ``PartitionMetrics`` under ``"metrics"`` (for
+    per-rank plots; not JSON-serialisable).
     """
     check_num_parts(num_parts, data.num_nodes)
     partitioners = [get_partitioner(m, seed=seed, epsilon=epsilon) for m in methods]
@@ -47,8 +50,10 @@ def compare_partitioners(
         start = time.perf_counter()
         assignment = partitioner.partition(data, num_parts)
         seconds = time.perf_counter() - start
-        summary = partition_metrics(data, assignment, num_parts).summary()
-        row = {"method": method, **summary, "seconds": seconds}
+        metrics = partition_metrics(data, assignment, num_parts)
+        row = {"method": method, **metrics.summary(), "seconds": seconds}
+        if keep_metrics:
+            row["metrics"] = metrics
         refinement = getattr(partitioner, "last_refinement", None)
         if refinement is not None:
             row.update(refinement.summary())

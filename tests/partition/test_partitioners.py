@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from lightning_gnn_dist.partition import (
     column_net_hypergraph,
     get_partitioner,
 )
+from tests.helpers import figure2_graph
 
 METHODS = sorted(PARTITIONERS)
 HYPERGRAPH_METHODS = ["hypergraph", "hypergraph-kahypar"]
@@ -322,3 +324,18 @@ def test_self_loops_only_graph() -> None:
     data = canonicalize(Data(edge_index=loops, num_nodes=6))
     for method in METHODS:
         assert_valid(get_partitioner(method).partition(data, 3), 6, 3)
+
+
+# ------------------------------------------------------------------------------- empty parts
+def test_an_empty_part_is_warned_about_with_part_and_partitioner() -> None:
+    data, _ = figure2_graph()  # METIS leaves one of 4 parts of this 6-vertex graph empty
+    with pytest.warns(UserWarning, match=r"'metis' partitioner .* left part\(s\) \[2\] of 4 empty"):
+        assignment = get_partitioner("metis").partition(data, 4)
+    assert np.bincount(assignment, minlength=4)[2] == 0
+
+
+def test_no_warning_when_every_part_has_a_vertex() -> None:
+    data, _ = figure2_graph()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        get_partitioner("metis").partition(data, 3)

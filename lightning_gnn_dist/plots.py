@@ -1,0 +1,244 @@
+"""Figures of the communication and the partition (matplotlib, the optional ``plot`` extra).
+
+Every function takes plain numpy arrays and returns a :class:`matplotlib.figure.Figure` built
+without ``pyplot`` (no global state, no display needed); :func:`save_figure` writes a PNG. The
+callbacks (:class:`~lightning_gnn_dist.callbacks.CommunicationMonitor` with ``plot_dir``) and
+``partition-compare --plot`` call them. Axes stay legible up to hundreds of ranks: at most
+:data:`MAX_TICKS` rank labels per axis, values in human units (B, kB, MB, ...).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from lightning_gnn_dist.partition.metrics import PartitionMetrics
+
+MAX_TICKS = 16
+_LEGEND_OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.0, 1.0), "fontsize": "small"}
+_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+
+
+def _matplotlib():
+    try:
+        import matplotlib
+        from matplotlib.figure import Figure
+    except ImportError as err:  # optional dependency
+        raise ModuleNotFoundError(
+            "plots need matplotlib: pip install 'lightning-gnn-dist[plot]' (or matplotlib>=3.7)"
+        ) from err
+    return matplotlib, Figure
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    _, figure_cls = _matplotlib()
+    return figure_cls(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def human_bytes(value: float) -> str:
+    """``1536`` → ``"1.5 kB"`` (powers of 1000)."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(value) < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    raise AssertionError("unreachable")
+
+
+def _rank_ticks(ax: Axes, num_ranks: int, axis: str = "x") -> None:
+    step = max(1, math.ceil(num_ranks / MAX_TICKS))
+    ticks = np.arange(0, num_ranks, step)
+    (ax.set_xticks if axis == "x" else ax.set_yticks)(ticks)
+
+
+def _bytes_formatter():
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda v, _: human_bytes(v))
+
+
+def communication_matrix_figure(
+    measured: np.ndarray, predicted: np.ndarray | None, title: str = "halo exchange"
+) -> Figure:
+    """Heat maps of bytes per (sending rank, receiving rank) in one epoch, measured next to
+    predicted.
+
+    Args:
+        measured: ``[P, P]`` bytes rank ``p`` (row) sent to rank ``q`` (column), from the counters.
+        predicted: ``[P, P]`` the same from the partition metrics, or ``None`` when the exchange
+            mode has no per-pair prediction.
+        title: figure title.
+    """
+    measured = np.asarray(measured, dtype=np.float64)
+    panels = [("measured", measured)]
+    if predicted is not None:
+        panels.append(("predicted from the partition", np.asarray(predicted, dtype=np.float64)))
+    num_ranks = measured.shape[0]
+    side = min(7.0, 3.5 + 0.06 * num_ranks)
+    fig = _new_figure(max(9.0, side * len(panels) + 1.2), side + 0.5)
+    vmax = max(float(p.max()) for _, p in panels) or 1.0
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (name, matrix) in zip(axes, panels, strict=True):
+        image = ax.imshow(matrix, cmap="viridis", vmin=0, vmax=vmax, interpolation="nearest")
+        ax.set_title(f"{name}: {human_bytes(matrix.sum())} in total")
+        ax.set_xlabel("receiving rank")
+        ax.set_ylabel("sending rank")
+        _rank_ticks(ax, num_ranks, "x")
+        _rank_ticks(ax, num_ranks, "y")
+        if num_ranks <= 8:
+            for (row, col), value in np.ndenumerate(matrix):
+                if value:
+                    colour = "black" if value > 0.6 * vmax else "white"
+                    ax.text(col, row, human_bytes(value), ha="center", va="center", color=colour)
+    colourbar = fig.colorbar(image, ax=list(axes), shrink=0.85)
+    colourbar.set_label("bytes per epoch")
+    colourbar.formatter = _bytes_formatter()
+    colourbar.update_ticks()
+    verdict = ""
+    if predicted is not None:
+        verdict = (
+            " — measured equals predicted"
+            if np.array_equal(panels[0][1], panels[1][1])
+            else " — MEASURED DIFFERS FROM PREDICTED"
+        )
+    fig.suptitle(f"{title}{verdict}\nbytes per rank pair, forward + backward, all layers")
+    return fig
+
+
+def balance_figure(
+    owned_vertices: np.ndarray,
+    nonzeros: np.ndarray,
+    rows_sent: np.ndarray,
+    rows_received: np.ndarray,
+    compute_seconds: np.ndarray,
+    wait_seconds: np.ndarray,
+    title: str = "per-rank balance",
+) -> Figure:
+    """Four panels over the ranks: owned vertices, non-zeros of ``Â``, rows sent and received per
+    epoch, and compute vs exchange-wait seconds per epoch (stacked). Dashed lines mark means.
+
+    Args:
+        owned_vertices, nonzeros: ``[P]`` from the partition metrics (rows, non-zeros).
+        rows_sent, rows_received: ``[P]`` halo rows per epoch, all layers and directions.
+        compute_seconds, wait_seconds: ``[P]`` seconds per epoch: training step minus exchange
+            wait, and exchange wait.
+        title: figure title.
+    """
+    num_ranks = len(owned_vertices)
+    ranks = np.arange(num_ranks)
+    fig = _new_figure(min(16.0, max(7.0, 2.5 + 0.14 * num_ranks)), 9.0)
+    ax_size, ax_nnz, ax_rows, ax_time = fig.subplots(4, 1, sharex=True)
+    for ax, values, label in (
+        (ax_size, owned_vertices, "owned vertices (rows)"),
+        (ax_nnz, nonzeros, "non-zeros of Â"),
+    ):
+        ax.bar(ranks, values, color=_COLOURS[0])
+        ax.axhline(float(np.mean(values)), color="black", linestyle="--", linewidth=1, label="mean")
+        ax.set_ylabel(label)
+        ax.legend(**_LEGEND_OUTSIDE)
+    width = 0.4
+    ax_rows.bar(ranks - width / 2, rows_sent, width, label="sent", color=_COLOURS[1])
+    ax_rows.bar(ranks + width / 2, rows_received, width, label="received", color=_COLOURS[2])
+    ax_rows.set_ylabel("halo rows per epoch")
+    ax_rows.legend(**_LEGEND_OUTSIDE)
+    ax_time.bar(ranks, compute_seconds, label="compute", color=_COLOURS[0])
+    ax_time.bar(
+        ranks, wait_seconds, bottom=compute_seconds, label="exchange wait", color=_COLOURS[3]
+    )
+    ax_time.set_ylabel("seconds per epoch")
+    ax_time.set_xlabel("rank")
+    ax_time.legend(**_LEGEND_OUTSIDE)
+    _rank_ticks(ax_time, num_ranks)
+    fig.suptitle(title)
+    return fig
+
+
+def comm_compute_figure(
+    compute_seconds: np.ndarray,
+    wait_seconds: np.ndarray,
+    bytes_sent: np.ndarray | None = None,
+    title: str = "communication vs compute per epoch",
+) -> Figure:
+    """Per epoch: mean and max over ranks of compute and exchange-wait seconds, and (right axis)
+    the bytes sent by all ranks.
+
+    Args:
+        compute_seconds, wait_seconds: ``[epochs, P]`` seconds.
+        bytes_sent: ``[epochs]`` bytes sent by all ranks, or ``None``.
+        title: figure title.
+    """
+    compute_seconds = np.asarray(compute_seconds, dtype=np.float64)
+    wait_seconds = np.asarray(wait_seconds, dtype=np.float64)
+    epochs = np.arange(compute_seconds.shape[0])
+    fig = _new_figure(8.0, 4.5)
+    ax = fig.subplots()
+    for values, name, colour in (
+        (compute_seconds, "compute", _COLOURS[0]),
+        (wait_seconds, "exchange wait", _COLOURS[3]),
+    ):
+        ax.plot(epochs, values.mean(axis=1), marker="o", color=colour, label=f"{name}, mean")
+        ax.plot(epochs, values.max(axis=1), linestyle=":", color=colour, label=f"{name}, max")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("seconds per rank")
+    ax.set_ylim(bottom=0)
+    ax.set_xticks(epochs[:: max(1, math.ceil(len(epochs) / MAX_TICKS))])
+    handles, labels = ax.get_legend_handles_labels()
+    if bytes_sent is not None:
+        right = ax.twinx()
+        right.plot(epochs, bytes_sent, color="grey", linestyle="--", label="bytes sent, all ranks")
+        right.set_ylabel("bytes sent per epoch")
+        right.set_ylim(bottom=0)
+        right.yaxis.set_major_formatter(_bytes_formatter())
+        more_handles, more_labels = right.get_legend_handles_labels()
+        handles, labels = handles + more_handles, labels + more_labels
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small")
+    ax.set_title(title)
+    return fig
+
+
+def partition_comparison_figure(
+    metrics: Mapping[str, PartitionMetrics], title: str = "partitioners per rank"
+) -> Figure:
+    """Methods side by side per rank: rows sent, rows received (per exchange) and non-zeros.
+
+    Args:
+        metrics: method name → its :class:`PartitionMetrics` (same ``num_parts``).
+        title: figure title.
+    """
+    names = list(metrics)
+    num_ranks = metrics[names[0]].num_parts
+    ranks = np.arange(num_ranks)
+    fig = _new_figure(min(18.0, max(8.0, 2.5 + 0.1 * num_ranks * len(names))), 8.0)
+    axes = fig.subplots(3, 1, sharex=True)
+    width = 0.8 / len(names)
+    panels: Sequence[tuple[str, str]] = (
+        ("send_rows", "rows sent per exchange"),
+        ("recv_rows", "rows received per exchange"),
+        ("part_nnz", "non-zeros of Â"),
+    )
+    for ax, (field, label) in zip(axes, panels, strict=True):
+        for i, name in enumerate(names):
+            values = getattr(metrics[name], field)
+            offset = (i - (len(names) - 1) / 2) * width
+            ax.bar(ranks + offset, values, width, label=name, color=_COLOURS[i % len(_COLOURS)])
+        ax.set_ylabel(label)
+    axes[0].legend(**_LEGEND_OUTSIDE)
+    axes[-1].set_xlabel("rank (part)")
+    _rank_ticks(axes[-1], num_ranks)
+    fig.suptitle(title)
+    return fig
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    """Write ``fig`` as PNG (parent folders created) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    return path

@@ -1,0 +1,191 @@
+"""Plots show the numbers they are given (figure content, not just files), the training callback
+plots exactly its counters and the partition's predictions, and ``partition-compare --plot``
+draws every method per rank."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+import pytorch_lightning as pl
+from pytorch_lightning.loggers import TensorBoardLogger
+
+from lightning_gnn_dist import CommunicationMonitor, GraphPartitionDataModule, NodeClassifier, plots
+from lightning_gnn_dist.cli import main
+from lightning_gnn_dist.partition import get_partitioner
+from lightning_gnn_dist.partition.metrics import partition_metrics
+from tests.helpers import random_graph
+
+DATASET = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
+
+
+def _bar_heights(ax, label=None):
+    containers = [c for c in ax.containers if label is None or c.get_label() == label]
+    return np.concatenate([[bar.get_height() for bar in c] for c in containers])
+
+
+def test_communication_matrix_shows_measured_next_to_predicted():
+    measured = np.array([[0, 400, 0], [80, 0, 1600], [0, 0, 0]])
+    fig = plots.communication_matrix_figure(measured, measured.copy(), "t")
+    measured_ax, predicted_ax = fig.axes[:2]
+    np.testing.assert_array_equal(measured_ax.images[0].get_array(), measured)
+    np.testing.assert_array_equal(predicted_ax.images[0].get_array(), measured)
+    assert measured_ax.get_title().startswith("measured: 2.1 kB")
+    assert predicted_ax.get_title().startswith("predicted")
+    assert (measured_ax.get_xlabel(), measured_ax.get_ylabel()) == (
+        "receiving rank",
+        "sending rank",
+    )
+    assert "measured equals predicted" in fig._suptitle.get_text()
+    assert fig.axes[2].get_ylabel() == "bytes per epoch"  # the colour bar, with its unit
+    texts = {t.get_text() for t in measured_ax.texts}  # values written in the cells
+    assert {"400 B", "80 B", "1.6 kB"} <= texts
+    other = measured.copy()
+    other[0, 1] += 4
+    assert "DIFFERS" in plots.communication_matrix_figure(measured, other)._suptitle.get_text()
+
+
+def test_figures_stay_legible_with_64_ranks():
+    rng = np.random.default_rng(0)
+    matrix = rng.integers(0, 1000, (64, 64))
+    ax = plots.communication_matrix_figure(matrix, None).axes[0]
+    assert len(ax.get_xticks()) <= plots.MAX_TICKS and len(ax.get_yticks()) <= plots.MAX_TICKS
+    assert not ax.texts  # no per-cell numbers at this size
+    ones = np.ones(64)
+    fig = plots.balance_figure(ones, ones, ones, ones, ones, ones)
+    assert len(fig.axes[-1].get_xticks()) <= plots.MAX_TICKS
+
+
+def test_balance_figure_plots_each_per_rank_array():
+    owned, nnz = np.array([10, 12, 9]), np.array([50, 61, 40])
+    sent, received = np.array([3, 0, 5]), np.array([2, 4, 2])
+    compute, wait = np.array([0.5, 0.25, 0.75]), np.array([0.125, 0.5, 0.0])
+    fig = plots.balance_figure(owned, nnz, sent, received, compute, wait)
+    ax_size, ax_nnz, ax_rows, ax_time = fig.axes
+    np.testing.assert_array_equal(_bar_heights(ax_size), owned)
+    np.testing.assert_array_equal(_bar_heights(ax_nnz), nnz)
+    np.testing.assert_array_equal(_bar_heights(ax_rows, "sent"), sent)
+    np.testing.assert_array_equal(_bar_heights(ax_rows, "received"), received)
+    np.testing.assert_array_equal(_bar_heights(ax_time, "compute"), compute)
+    wait_bars = next(c for c in ax_time.containers if c.get_label() == "exchange wait")
+    np.testing.assert_array_equal([b.get_y() for b in wait_bars], compute)  # stacked on compute
+    np.testing.assert_array_equal([b.get_height() for b in wait_bars], wait)
+    assert ax_size.lines[0].get_ydata()[0] == pytest.approx(owned.mean())
+    assert [ax.get_ylabel() for ax in fig.axes] == [
+        "owned vertices (rows)",
+        "non-zeros of Â",
+        "halo rows per epoch",
+        "seconds per epoch",
+    ]
+
+
+def test_comm_compute_figure_plots_mean_and_max_per_epoch():
+    compute = np.array([[1.0, 3.0], [2.0, 2.0], [0.5, 1.5]])
+    wait = compute / 4
+    fig = plots.comm_compute_figure(compute, wait, np.array([10.0, 20.0, 30.0]))
+    lines = {line.get_label(): line.get_ydata() for ax in fig.axes for line in ax.lines}
+    np.testing.assert_array_equal(lines["compute, mean"], compute.mean(1))
+    np.testing.assert_array_equal(lines["exchange wait, max"], wait.max(1))
+    np.testing.assert_array_equal(lines["bytes sent, all ranks"], [10, 20, 30])
+    assert fig.axes[0].get_xlabel() == "epoch"
+
+
+def test_partition_comparison_draws_every_method_per_rank():
+    data = random_graph(60, 240, seed=4)
+    metrics = {
+        method: partition_metrics(data, get_partitioner(method).partition(data, 4), 4)
+        for method in ("metis", "random")
+    }
+    fig = plots.partition_comparison_figure(metrics)
+    for ax, field in zip(fig.axes, ("send_rows", "recv_rows", "part_nnz"), strict=True):
+        for method, m in metrics.items():
+            np.testing.assert_array_equal(_bar_heights(ax, method), getattr(m, field))
+
+
+def test_partition_compare_cli_writes_the_plot(tmp_path, capsys):
+    target = tmp_path / "compare.png"
+    code = main(
+        ["partition-compare", "--dataset", DATASET, "-p", "3", "--methods", "metis", "random"]
+        + ["--json", "--plot", str(target)]
+    )
+    assert code == 0
+    assert [row["method"] for row in json.loads(capsys.readouterr().out)] == ["metis", "random"]
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_missing_matplotlib_gives_the_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ModuleNotFoundError, match=r"lightning-gnn-dist\[plot\]"):
+        CommunicationMonitor(plot_dir="plots")
+
+
+class PlotChecker(pl.Callback):
+    """On rank 0 after the monitor: the figures' arrays equal the monitor's counters."""
+
+    def __init__(self, monitor, path):
+        self.monitor, self.path = monitor, path
+
+    def on_train_end(self, trainer, pl_module):
+        if not trainer.is_global_zero:
+            return
+        metrics = trainer.datamodule.store.metrics
+        last = self.monitor.rank_history[-1]
+        figures = self.monitor.figures(metrics)
+        shown = figures["comm_matrix"].axes[0].images[0].get_array()
+        predicted = figures["comm_matrix"].axes[1].images[0].get_array()
+        balance = figures["balance"].axes
+        self.path.write_text(
+            json.dumps(
+                {
+                    "shown_equals_counters": bool(np.array_equal(shown, last["peer_bytes"])),
+                    "shown_equals_predicted": bool(np.array_equal(shown, predicted)),
+                    "shown_total": float(np.sum(shown)),
+                    "counted_total": sum(r["bytes_total"] for r in self.monitor.last_epoch()),
+                    "owned": _bar_heights(balance[0]).tolist(),
+                    "part_sizes": metrics.part_sizes.tolist(),
+                    "rows_sent": _bar_heights(balance[2], "sent").tolist(),
+                    "predicted_rows": int(metrics.send_rows.sum()),
+                    "epochs": len(figures["comm_vs_compute"].axes[0].lines[0].get_ydata()),
+                }
+            )
+        )
+
+
+def test_monitor_writes_pngs_and_tensorboard_figures_of_its_counters(tmp_path):
+    # p2p only: the per-pair counters of every mode are checked in tests/comm.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from lightning_gnn_dist import GNNStrategy
+
+    pl.seed_everything(0)
+    monitor = CommunicationMonitor(plot_dir=str(tmp_path / "plots"))
+    trainer = pl.Trainer(
+        strategy=GNNStrategy(start_method="fork"),
+        accelerator="cpu",
+        devices=3,
+        max_epochs=2,
+        logger=TensorBoardLogger(tmp_path, name="tb"),
+        callbacks=[monitor, PlotChecker(monitor, tmp_path / "check.json")],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+    )
+    datamodule = GraphPartitionDataModule(DATASET, method="random", root=str(tmp_path / "parts"))
+    trainer.fit(NodeClassifier(in_channels=8, num_classes=3), datamodule=datamodule)
+
+    check = json.loads((tmp_path / "check.json").read_text())
+    assert check["shown_equals_counters"] and check["shown_equals_predicted"]
+    assert check["shown_total"] == check["counted_total"] > 0
+    assert check["owned"] == check["part_sizes"]
+    assert check["epochs"] == 2
+    # two layers; the first one's input needs no gradient: 3 exchanges per epoch
+    assert sum(check["rows_sent"]) == 3 * check["predicted_rows"]
+    for name in ("comm_matrix", "balance", "comm_vs_compute"):
+        assert (tmp_path / "plots" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    events = EventAccumulator(str(next((tmp_path / "tb").rglob("events.out.tfevents*")).parent))
+    events.Reload()
+    assert {"comm/comm_matrix", "comm/balance", "comm/comm_vs_compute"} <= set(
+        events.Tags()["images"]
+    )
