@@ -32,6 +32,8 @@ class Partitioner(ABC):
     """
 
     name: ClassVar[str] = ""
+    kind: ClassVar[str] = "vertex"
+    """``"vertex"`` (vertex → part) or ``"vertex-cut"`` (edge → part); picks the store's layout."""
 
     def __init__(self, seed: int = 0, epsilon: float = 0.03) -> None:
         if not 0.0 <= epsilon <= 10.0:
