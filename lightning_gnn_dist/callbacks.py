@@ -15,8 +15,6 @@ from pytorch_lightning.utilities import rank_zero_only
 from rich.console import Console
 from rich.table import Table
 
-from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES
-
 _FIELDS = (
     "rows_sent",
     "bytes_sent",
@@ -91,7 +89,7 @@ class CommunicationMonitor(Callback):
         )
         step_seconds = gathered[:, -1]
         stats = gathered[:, :-1].view(trainer.world_size, -1, len(_FIELDS))
-        mode = EXCHANGE_MODES[strategy.exchange_mode]
+        mode = strategy.graph_context.exchange  # its predicted_rows_sent knows the mode
         metrics = store.metrics
         comm_seconds = torch.zeros(trainer.world_size, dtype=torch.float64)
         logged: dict[str, float] = {}

@@ -149,9 +149,7 @@ class VertexCutPartitioner(Partitioner):
 
     kind = "vertex-cut"
 
-    def __init__(
-        self, seed: int = 0, epsilon: float = 0.03, max_chunk: int | None = None
-    ) -> None:
+    def __init__(self, seed: int = 0, epsilon: float = 0.03, max_chunk: int | None = None) -> None:
         super().__init__(seed=seed, epsilon=epsilon)
         if max_chunk is not None and max_chunk < 1:
             raise ValueError(f"max_chunk must be >= 1 or None (got {max_chunk})")
