@@ -170,6 +170,24 @@ class VertexCutPartitioner(Partitioner):
     def _partition(self, data: Data, num_parts: int) -> np.ndarray:  # pragma: no cover
         return self.partition(data, num_parts)
 
+    def _copies(self, data: Data, edge_parts: np.ndarray, num_parts: int) -> VertexCopies:
+        return vertex_copies(
+            data.edge_index.numpy(), edge_parts, data.num_nodes, num_parts, self.seed
+        )
+
+    def metrics(self, data: Data, assignment: np.ndarray, num_parts: int) -> VertexCutMetrics:
+        return vertex_cut_metrics(data, assignment, num_parts, seed=self.seed)
+
+    def build_parts(self, data: Data, assignment: np.ndarray, num_parts: int):
+        from lightning_gnn_dist.data.vertex_cut import build_vertex_cut_parts
+
+        copies = self._copies(data, assignment, num_parts)
+        return build_vertex_cut_parts(data, assignment, num_parts, copies=copies)
+
+    def label_owner(self, data: Data, assignment: np.ndarray, num_parts: int) -> np.ndarray:
+        """The root copy's part: only roots carry labels and masks."""
+        return self._copies(data, assignment, num_parts).root_part
+
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "max_chunk": self.max_chunk}
 
