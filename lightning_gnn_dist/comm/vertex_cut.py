@@ -57,9 +57,12 @@ class PartialAggregateSync(P2PExchange):
     def predicted_rows_sent(metrics, direction: str) -> np.ndarray:
         return metrics.send_rows
 
-    # The layers' halo requests: a vertex cut has no halo rows.
-    def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
+    # The layers' halo requests: a vertex cut has no halo rows, so nothing is posted or timed.
+    def start(self, h_owned: Tensor, layer: str) -> Transfer:
         return Transfer([], h_owned.new_empty(0, h_owned.size(1)))
+
+    def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
+        return self.start(h_owned, layer)
 
     def _post_backward(self, grad_halo: Tensor, layer: str) -> Transfer:
         return Transfer([], grad_halo.new_zeros(self.partition.num_owned, grad_halo.size(1)))
@@ -78,19 +81,31 @@ class PartialAggregateSync(P2PExchange):
             raise ValueError(f"reduce must be one of {REDUCTIONS} (got {reduce!r})")
         return _Synchronise.apply(partial, self, layer, reduce)
 
+    def _record_phases(
+        self, layer: str, direction: str, leaf_counts: list[int], root_counts: list[int], like
+    ) -> None:
+        """Count leaf partials out + totals back (sent), and their mirror (received); one
+        message per peer and phase."""
+        nonzero = sum(1 for c in leaf_counts if c) + sum(1 for c in root_counts if c)
+        rows = sum(leaf_counts) + sum(root_counts)
+        self.counter.record(
+            layer,
+            direction,
+            rows_sent=rows,
+            rows_received=rows,
+            width=like.size(1),
+            element_size=like.element_size(),
+            messages_sent=nonzero,
+            messages_received=nonzero,
+        )
+
     def _exchange(self, x: Tensor, layer: str, direction: str, reduce: str) -> Tensor:
         """Blocking two-phase synchronisation of ``x`` (counted as one record)."""
         part = self.partition
         leaf_index = part.leaf_index.to(x.device)
         root_index = part.root_index.to(x.device)
         x = x.contiguous()
-        self._record(
-            layer,
-            direction,
-            [a + b for a, b in zip(self._leaf_counts, self._root_counts, strict=True)],
-            [a + b for a, b in zip(self._root_counts, self._leaf_counts, strict=True)],
-            x,
-        )
+        self._record_phases(layer, direction, self._leaf_counts, self._root_counts, x)
         from_leaves = x.new_empty(root_index.numel(), x.size(1))
         transfer = Transfer(
             self._post(
@@ -243,7 +258,7 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
         leaf_pos, root_pos, leaf_counts, root_counts = self._bins[b]
         leaf_index = self.partition.leaf_index.to(x.device)[leaf_pos.to(x.device)]
         root_index = self.partition.root_index.to(x.device)[root_pos.to(x.device)]
-        sent, received = [0] * self.world_size, [0] * self.world_size
+        answering = state["phase_a"][b] is not None  # roots answer from step r on
         if state["phase_b"][b] is not None:  # leaves: totals for what they sent 2r epochs ago
             transfer, included = state["phase_b"][b]
             totals = self._timed_wait(transfer, layer, "forward")
@@ -259,15 +274,29 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
                 total.index_select(0, root_index).contiguous(), root_counts, from_root, leaf_counts
             )
             state["phase_b"][b] = (Transfer(requests, from_root), leaf_sent)
-            sent, received = list(root_counts), list(leaf_counts)
         leaf_rows = x.index_select(0, leaf_index).contiguous()
         from_leaves = x.new_empty(root_index.numel(), x.size(1))
         requests = self._post(leaf_rows, leaf_counts, from_leaves, root_counts)
         state["phase_a"][b] = (Transfer(requests, from_leaves), leaf_rows)
-        sent = [a + c for a, c in zip(sent, leaf_counts, strict=True)]
-        received = [a + c for a, c in zip(received, root_counts, strict=True)]
-        self._record(layer, "forward", sent, received, x)
+        self._record_delayed(layer, leaf_counts, root_counts, answering, x)
         state["step"] += 1
+
+    def _record_delayed(self, layer, leaf_counts, root_counts, answering: bool, like) -> None:
+        # Sent: this epoch's leaf partials (+ the roots' answers from step r on); received: the
+        # partials posted to this rank's roots (+ the answers to its leaves). Counted when posted.
+        zeros = [0] * self.world_size
+        sent = (leaf_counts, root_counts if answering else zeros)
+        received = (root_counts, leaf_counts if answering else zeros)
+        self.counter.record(
+            layer,
+            "forward",
+            rows_sent=sum(map(sum, sent)),
+            rows_received=sum(map(sum, received)),
+            width=like.size(1),
+            element_size=like.element_size(),
+            messages_sent=sum(1 for counts in sent for c in counts if c),
+            messages_received=sum(1 for counts in received for c in counts if c),
+        )
 
     def state_dict(self) -> dict:
         """Per layer: the epoch counter, the remote contributions in use and the bins in flight

@@ -245,8 +245,9 @@ class VertexCutMetrics:
         part_vertices: ``[P] int64`` vertex copies per part.
         part_split: ``[P] int64`` copies of split vertices per part.
         part_roots: ``[P] int64`` root copies per part (vertices a part owns in loss/metrics).
-        peer_rows: ``[P, P] int64``; ``peer_rows[p, q]`` rows part ``p`` sends to part ``q`` per
-            synchronisation: leaf partials to roots, then root totals back to leaves. Symmetric.
+        leaf_rows: ``[P, P] int64``; ``leaf_rows[p, q]`` leaf copies on part ``p`` whose root
+            lies on part ``q``: the rows ``p`` sends ``q`` in the first phase of a
+            synchronisation (and receives back in the second).
         num_split: vertices with more than one copy.
     """
 
@@ -256,8 +257,14 @@ class VertexCutMetrics:
     part_vertices: np.ndarray
     part_split: np.ndarray
     part_roots: np.ndarray
-    peer_rows: np.ndarray
+    leaf_rows: np.ndarray
     num_split: int
+
+    @property
+    def peer_rows(self) -> np.ndarray:
+        """``[P, P]`` rows ``p`` sends ``q`` per synchronisation: its leaf partials rooted on
+        ``q``, then the totals of its roots that have leaves on ``q``. Symmetric."""
+        return self.leaf_rows + self.leaf_rows.T
 
     @property
     def replication_factor(self) -> float:
@@ -282,7 +289,8 @@ class VertexCutMetrics:
     @property
     def send_messages(self) -> np.ndarray:
         """``[P]`` messages each part sends per synchronisation (one per peer and phase)."""
-        return 2 * (self.peer_rows > 0).sum(axis=1)
+        has = self.leaf_rows > 0
+        return has.sum(axis=1) + has.sum(axis=0)
 
     @property
     def total_volume_rows(self) -> int:
@@ -327,7 +335,7 @@ class VertexCutMetrics:
 
     @classmethod
     def from_dict(cls, values: dict) -> VertexCutMetrics:
-        arrays = ("part_edges", "part_vertices", "part_split", "part_roots", "peer_rows")
+        arrays = ("part_edges", "part_vertices", "part_split", "part_roots", "leaf_rows")
         return cls(
             num_parts=int(values["num_parts"]),
             num_nodes=int(values["num_nodes"]),
@@ -364,8 +372,7 @@ def metrics_from_copies(
     count = np.bincount(copies.vertex, minlength=num_nodes)
     split = count[copies.vertex] > 1
     leaf = ~copies.is_root
-    # A leaf sends one row to its root and receives one back: peer_rows is symmetric.
-    pair = np.bincount(
+    leaf_rows = np.bincount(
         copies.part[leaf] * num_parts + copies.root_part[copies.vertex[leaf]],
         minlength=num_parts * num_parts,
     ).reshape(num_parts, num_parts)
@@ -376,6 +383,6 @@ def metrics_from_copies(
         part_vertices=np.bincount(copies.part, minlength=num_parts).astype(np.int64),
         part_split=np.bincount(copies.part[split], minlength=num_parts).astype(np.int64),
         part_roots=np.bincount(copies.part[~leaf], minlength=num_parts).astype(np.int64),
-        peer_rows=(pair + pair.T).astype(np.int64),
+        leaf_rows=leaf_rows.astype(np.int64),
         num_split=int((count > 1).sum()),
     )
