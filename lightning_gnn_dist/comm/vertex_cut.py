@@ -27,6 +27,7 @@ from typing import ClassVar
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch import Tensor
 from torch.autograd import Function
 
@@ -208,6 +209,21 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
                 )
             )
         self._layers: dict[str, dict] = {}
+        self._bin_rows = self._gather_bin_rows(partition.global_ids.device)
+
+    def _gather_bin_rows(self, device) -> np.ndarray:
+        """``[P, r, 2]`` leaf and root rows of every rank's bins (one small all-gather, so the
+        prediction of every rank's traffic needs no further communication)."""
+        mine = torch.tensor(
+            [[leaf.numel(), root.numel()] for leaf, root, _, _ in self._bins],
+            dtype=torch.int64,
+            device=device,
+        )
+        if self.world_size > 1:
+            gathered = [torch.empty_like(mine) for _ in range(self.world_size)]
+            dist.all_gather(gathered, mine, group=self.group)
+            mine = torch.stack(gathered)
+        return mine.reshape(self.world_size, self.delay, 2).cpu().numpy()
 
     @classmethod
     def parse_mode(cls, mode: str) -> dict | None:
@@ -215,17 +231,28 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
         return {"delay": int(match.group(1))} if match and int(match.group(1)) >= 1 else None
 
     def predicted_rows_sent(self, metrics, direction: str) -> np.ndarray:  # type: ignore[override]
-        """Expected rows per epoch, ``send_rows / r`` forward (bins hold about equal shares) and
-        none backward; :meth:`planned_rows_sent` gives this rank's exact number for an epoch."""
-        if direction == "backward":
+        """``[P]`` rows per training forward, averaged over the forwards since the counter was
+        last reset (what :class:`~lightning_gnn_dist.callbacks.CommunicationMonitor` multiplies by
+        the calls): exactly the bins each rank sent, from the binning of every rank's plans.
+        Nothing moves backward."""
+        if direction == "backward" or not self._layers:
             return np.zeros(metrics.num_parts)
-        return metrics.send_rows / self.delay
+        end = max(state["step"] for state in self._layers.values())
+        counter = getattr(self, "_training_counter", self.counter)  # where the forwards counted
+        calls = max((t.calls for _, d, t in counter.items() if d == "forward"), default=0)
+        steps = range(max(0, end - calls), end)
+        rows = sum(self._all_planned_rows(step) for step in steps)
+        return rows / max(1, len(steps))
 
     def planned_rows_sent(self, step: int) -> int:
         """Rows this rank sends in training forward number ``step`` of one layer: the leaf
         partials of bin ``step % r`` plus, from step ``r`` on, the root totals of that bin."""
-        leaf_pos, root_pos, _, _ = self._bins[step % self.delay]
-        return int(leaf_pos.numel()) + (int(root_pos.numel()) if step >= self.delay else 0)
+        return int(self._all_planned_rows(step)[self.rank])
+
+    def _all_planned_rows(self, step: int) -> np.ndarray:
+        """``[P]`` rows every rank sends in training forward ``step``."""
+        leaf, root = self._bin_rows[:, step % self.delay].T
+        return leaf + (root if step >= self.delay else 0)
 
     def synchronise(self, partial: Tensor, layer: str, reduce: str = "sum") -> Tensor:
         if reduce != "sum":
@@ -284,6 +311,7 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
     def _record_delayed(self, layer, leaf_counts, root_counts, answering: bool, like) -> None:
         # Sent: this epoch's leaf partials (+ the roots' answers from step r on); received: the
         # partials posted to this rank's roots (+ the answers to its leaves). Counted when posted.
+        self._training_counter = self.counter
         zeros = [0] * self.world_size
         sent = (leaf_counts, root_counts if answering else zeros)
         received = (root_counts, leaf_counts if answering else zeros)

@@ -63,3 +63,17 @@ def test_cd0_training_equals_single_process(kind, world_size, tmp_path):
             assert measured.get((name, "backward"), 0) == rows * backward * 4
         for r in epoch_rows:
             assert r["bytes_total"] == r["predicted_bytes_total"]
+
+
+def test_cd_r_training_moves_the_predicted_bins(tmp_path):
+    _, result, store = _fit("sage", 2, "cd-2", tmp_path, tmp_path / "r.json")
+    assert all(np.isfinite(result["losses"]))
+    sent = []
+    for epoch_rows in result["traffic"]:
+        assert {r["direction"] for r in epoch_rows} == {"forward"}  # no gradient communication
+        for r in epoch_rows:
+            assert r["bytes_total"] == r["predicted_bytes_total"]
+        sent.append(sum(r["bytes_total"] for r in epoch_rows))
+    # from epoch r on the roots answer too; every epoch moves less than cd-0's forward
+    cd0_forward = int(store.metrics.send_rows.sum()) * (24 + HIDDEN) * 4
+    assert 0 < sent[0] < sent[2] < cd0_forward
