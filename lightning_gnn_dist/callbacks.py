@@ -15,7 +15,6 @@ from rich.console import Console
 from rich.table import Table
 
 from lightning_gnn_dist._compat import LightningNeutral
-from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES
 
 _FIELDS = (
     "rows_sent",
@@ -108,7 +107,7 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         step_seconds = gathered[:, -1]
         peer_matrix = gathered[:, -1 - world : -1]
         stats = gathered[:, : -1 - world].view(world, -1, len(_FIELDS))
-        mode = EXCHANGE_MODES[strategy.exchange_mode]
+        mode = strategy.graph_context.exchange  # its predicted_rows_sent knows the mode
         metrics = store.metrics
         comm_seconds = torch.zeros(trainer.world_size, dtype=torch.float64)
         predicted_matrix = np.zeros((world, world))

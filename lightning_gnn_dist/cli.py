@@ -100,7 +100,6 @@ def run_partition_command(argv: Sequence[str]) -> int:
     from lightning_gnn_dist.data import load_dataset
     from lightning_gnn_dist.partition import get_partitioner
     from lightning_gnn_dist.partition.compare import compare_partitioners
-    from lightning_gnn_dist.partition.metrics import partition_metrics
     from lightning_gnn_dist.partition.report import comparison_table, metrics_table
     from lightning_gnn_dist.partition.store import partition_to_store
 
@@ -148,7 +147,7 @@ def run_partition_command(argv: Sequence[str]) -> int:
         seconds = time.perf_counter() - start
         summary = {
             "method": args.method,
-            **partition_metrics(data, assignment, args.num_parts).summary(),
+            **partitioner.metrics(data, assignment, args.num_parts).summary(),
             "seconds": seconds,
         }
     refinement = getattr(partitioner, "last_refinement", None)

@@ -20,10 +20,10 @@ from torch import Tensor
 
 from lightning_gnn_dist._compat import NAMESPACES, LightningNeutral
 from lightning_gnn_dist.comm.counters import CommCounter
-from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES, make_exchange
+from lightning_gnn_dist.comm.exchange import make_exchange, resolve_exchange_mode
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.launcher import GNNSubprocessLauncher
-from lightning_gnn_dist.nn.context import GraphContext, use_graph_context
+from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
 from lightning_gnn_dist.nn.distribute import distribute
 from lightning_gnn_dist.resume import (
     CHECKPOINT_KEY,
@@ -55,7 +55,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     world size.
 
     Args:
-        exchange (str): halo exchange mode, ``"p2p"`` or ``"broadcast"``. (default: ``"p2p"``)
+        exchange (str): exchange mode: ``"p2p"`` or ``"broadcast"`` on a vertex partition;
+            ``"cd-0"``, ``"cd-<r>"`` or ``"0c"`` on a vertex cut (``method="vertex-cut"``).
+            (default: ``"p2p"``)
         loss_reduction (str): ``"mean"`` or ``"sum"``, see above. (default: ``"mean"``)
         timeout (float or timedelta): seconds a collective may wait before every rank fails with
             an error instead of hanging. (default: ``1800``)
@@ -76,10 +78,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         start_method: Literal["popen", "spawn", "fork", "forkserver"] = "popen",
         **kwargs: Any,
     ) -> None:
-        if exchange not in EXCHANGE_MODES:
-            raise ValueError(
-                f"unknown exchange mode {exchange!r}; choose one of: {', '.join(sorted(EXCHANGE_MODES))}"
-            )
+        resolve_exchange_mode(exchange)  # raises ValueError listing the known modes
         if loss_reduction not in ("mean", "sum"):
             raise ValueError(f"loss_reduction must be 'mean' or 'sum' (got {loss_reduction!r})")
         timeout = _seconds("timeout", timeout)
@@ -138,7 +137,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             )
         partition = _to_device(partition, self.root_device)
         exchange = make_exchange(self.exchange_mode, partition, self.comm_counters["train"])
-        self.graph_context = GraphContext(partition, exchange)
+        self.graph_context = make_graph_context(partition, exchange)
         if self._resume is not None:
             if trainer.state.fn == "fit":
                 check_same_run(

@@ -73,10 +73,19 @@ class HaloExchange(ABC):
 
     mode: ClassVar[str] = ""
     exact: ClassVar[bool] = True
+    partition_kind: ClassVar[str] = "vertex"
+    """The partition kind the mode runs on (``"vertex"`` or ``"vertex-cut"``)."""
 
     def __init__(
         self, partition: LocalPartition, counter: CommCounter | None = None, group=None
     ) -> None:
+        kind = getattr(partition, "kind", "vertex")
+        if kind != self.partition_kind:
+            raise ValueError(
+                f"exchange {self.mode!r} runs on a {self.partition_kind} partition but got a {kind} "
+                f"one; use {_modes_for(kind)} with this partition, or partition with "
+                f"{'method=vertex-cut' if self.partition_kind == 'vertex-cut' else 'a vertex method (hypergraph, metis, random)'}"
+            )
         self.partition = partition
         self.counter = counter if counter is not None else CommCounter()
         self.group = group
@@ -96,6 +105,12 @@ class HaloExchange(ABC):
         super().__init_subclass__(**kwargs)
         if cls.mode:
             EXCHANGE_MODES[cls.mode] = cls
+
+    @classmethod
+    def parse_mode(cls, mode: str) -> dict | None:
+        """Constructor options if ``mode`` names a parametrised form of this mode (e.g.
+        ``cd-5``), else ``None``."""
+        return None
 
     def start(self, h_owned: Tensor, layer: str) -> PendingHalo:
         """Post the forward exchange of ``h_owned`` (``[num_owned, d]``) and return at once."""
@@ -355,14 +370,37 @@ class BroadcastExchange(HaloExchange):
         return grad_owned
 
 
+def _modes_for(kind: str) -> str:
+    return ", ".join(sorted(m for m, c in EXCHANGE_MODES.items() if c.partition_kind == kind))
+
+
+def resolve_exchange_mode(mode: str) -> tuple[type[HaloExchange], dict]:
+    """The class and constructor options of exchange ``mode`` (a registered name such as
+    ``p2p``, or a parametrised form such as ``cd-5``).
+
+    Raises:
+        ValueError: unknown mode (the message lists the known ones).
+    """
+    if mode in EXCHANGE_MODES:
+        return EXCHANGE_MODES[mode], {}
+    for cls in EXCHANGE_MODES.values():
+        options = cls.parse_mode(mode)
+        if options is not None:
+            return cls, options
+    raise ValueError(
+        f"unknown exchange mode {mode!r}; choose one of: {', '.join(sorted(EXCHANGE_MODES))} "
+        "(cd-<r> for any delay r >= 1)"
+    )
+
+
 def make_exchange(
     mode: str, partition: LocalPartition, counter: CommCounter | None = None, group=None
 ) -> HaloExchange:
-    """Build the exchange registered as ``mode`` (``p2p`` or ``broadcast``)."""
-    try:
-        cls = EXCHANGE_MODES[mode]
-    except KeyError:
-        raise ValueError(
-            f"unknown exchange mode {mode!r}; choose one of: {', '.join(sorted(EXCHANGE_MODES))}"
-        ) from None
-    return cls(partition, counter=counter, group=group)
+    """Build the exchange ``mode`` (``p2p``, ``broadcast``; on a vertex cut ``cd-0``,
+    ``cd-<r>``, ``0c``)."""
+    cls, options = resolve_exchange_mode(mode)
+    return cls(partition, counter=counter, group=group, **options)
+
+
+# The vertex-cut modes (cd-0, cd-<r>, 0c) register themselves on import.
+from lightning_gnn_dist.comm import vertex_cut as _vertex_cut  # noqa: E402, F401

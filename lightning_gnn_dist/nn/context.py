@@ -59,6 +59,26 @@ class GraphContext:
             self._cache[key] = (edge_index[:, owned], halo_edges, (weight[owned], weight[~owned]))
         return self._cache[key]
 
+    def synchronise(self, aggregated: Tensor, layer: str) -> Tensor:
+        """Aggregates ``[num_owned, d]`` of a layer that summed over the local edges itself
+        (``DistGCNConv``) → the complete aggregates. Identity here: a vertex partition holds
+        every in-edge of its owned rows."""
+        return aggregated
+
+    def after_aggregate(self, module, aggr_kwargs: dict, aggregated: Tensor) -> Tensor | None:
+        """Post-aggregation hook of every distributed ``MessagePassing`` layer (PyG's
+        ``aggregate`` forward hook): return replacement aggregates, or ``None`` to keep them."""
+        return None
+
+
+CONTEXTS: dict[str, type[GraphContext]] = {"vertex": GraphContext}
+"""Graph context class per partition kind (``partition.kind``, ``"vertex"`` if absent)."""
+
+
+def make_graph_context(partition, exchange: HaloExchange) -> GraphContext:
+    """The graph context for ``partition``'s kind (vertex partition or vertex cut)."""
+    return CONTEXTS[getattr(partition, "kind", "vertex")](partition, exchange)
+
 
 @contextmanager
 def use_graph_context(context: GraphContext) -> Iterator[GraphContext]:
@@ -83,3 +103,7 @@ def aggregate(
     if out is None:
         out = torch.zeros(num_rows, h.size(1), dtype=h.dtype, device=h.device)
     return out.index_add(0, edge_index[1], messages)
+
+
+# The vertex-cut context registers itself in CONTEXTS on import.
+from lightning_gnn_dist.nn import vertex_cut as _vertex_cut  # noqa: E402, F401

@@ -62,6 +62,7 @@ class DistGCNConv(_Distributed, GCNConv):
         out = aggregate(h, owned_edges, owned_w, h.size(0))
         halo = pending.wait()
         out = aggregate(halo, halo_edges, halo_w, h.size(0), out=out)
+        out = ctx.synchronise(out, self._name())
         if not transform_first:
             out = self.lin(out)
         if self.bias is not None:

@@ -18,6 +18,10 @@ message-passing layer receives ``[owned | halo]`` rows:
   graph-level norms (``GraphNorm``, ``PairNorm``, ``LayerNorm(mode="graph")``, ...) are refused
   with a ``ValueError`` (see :mod:`lightning_gnn_dist.nn.norm`).
 
+Every message-passing layer also gets a post-aggregation hook through which the graph context
+may replace the aggregates (a vertex cut synchronises split vertices there; a vertex partition
+leaves them as they are).
+
 Outside a graph context the model behaves exactly as before, so the same module trains
 single-process and distributed.
 """
@@ -34,6 +38,7 @@ from lightning_gnn_dist.nn.conv import DISTRIBUTED_LAYERS, _Distributed
 from lightning_gnn_dist.nn.norm import check_norm_is_exact, make_norm_distributed
 
 _HOOKED = "_lgd_hooks"
+_SYNC_HOOKED = "_lgd_aggregate_hook"
 
 _MULTI_HOP = "propagates several hops in one call (a rank holds one hop of halo)"
 _LOCAL_DEGREES = "normalises with degrees of source vertices computed from the local edges"
@@ -91,6 +96,8 @@ def distribute(model: nn.Module) -> nn.Module:
         swap = DISTRIBUTED_LAYERS.get(type(module))
         if swap is not None:
             module.__class__ = swap
+        if not hasattr(module, _SYNC_HOOKED):
+            setattr(module, _SYNC_HOOKED, module.register_aggregate_forward_hook(_after_aggregate))
         if isinstance(module, _Distributed):
             module.layer_name = name
         elif not hasattr(module, _HOOKED):
@@ -104,6 +111,11 @@ def distribute(model: nn.Module) -> nn.Module:
                 ),
             )
     return model
+
+
+def _after_aggregate(module: nn.Module, inputs: tuple, output):
+    ctx = current_graph_context()
+    return None if ctx is None else ctx.after_aggregate(module, inputs[0], output)
 
 
 def _exchange_input(module: nn.Module, args: tuple, kwargs: dict):

@@ -19,6 +19,7 @@ from lightning_gnn_dist.partition.hypergraph import (
 )
 from lightning_gnn_dist.partition.metis import MetisPartitioner
 from lightning_gnn_dist.partition.random import RandomPartitioner
+from lightning_gnn_dist.partition.vertex_cut import VertexCutPartitioner, vertex_cut_metrics
 
 __all__ = [
     "PARTITIONERS",
@@ -29,7 +30,9 @@ __all__ = [
     "MtKaHyParPartitioner",
     "Partitioner",
     "RandomPartitioner",
+    "VertexCutPartitioner",
     "column_net_hypergraph",
     "get_partitioner",
     "register_partitioner",
+    "vertex_cut_metrics",
 ]

@@ -33,6 +33,8 @@ class Partitioner(ABC):
     """
 
     name: ClassVar[str] = ""
+    kind: ClassVar[str] = "vertex"
+    """``"vertex"`` (vertex → part) or ``"vertex-cut"`` (edge → part); picks the store's layout."""
 
     def __init__(self, seed: int = 0, epsilon: float = 0.03) -> None:
         if not 0.0 <= epsilon <= 10.0:
@@ -74,6 +76,23 @@ class Partitioner(ABC):
     @abstractmethod
     def _partition(self, data: Data, num_parts: int) -> np.ndarray:
         """Method-specific work; ``2 <= num_parts <= num_nodes`` holds."""
+
+    def metrics(self, data: Data, assignment: np.ndarray, num_parts: int):
+        """Exact metrics of an assignment this partitioner returned
+        (:class:`~lightning_gnn_dist.partition.metrics.PartitionMetrics` for vertex partitions)."""
+        from lightning_gnn_dist.partition.metrics import partition_metrics
+
+        return partition_metrics(data, assignment, num_parts)
+
+    def build_parts(self, data: Data, assignment: np.ndarray, num_parts: int):
+        """The per-rank parts of an assignment, in part order (``LocalPartition`` here)."""
+        from lightning_gnn_dist.data.local import build_local_partitions
+
+        return build_local_partitions(data, assignment, num_parts)
+
+    def label_owner(self, data: Data, assignment: np.ndarray, num_parts: int) -> np.ndarray:
+        """``[num_nodes] int64`` part that holds each vertex's label and masks."""
+        return np.asarray(assignment, dtype=np.int64)
 
     def settings(self) -> dict[str, Any]:
         """Everything that determines the assignment besides the graph (goes into the store's

@@ -10,7 +10,6 @@ from torch_geometric.data import Data
 
 from lightning_gnn_dist._progress import track
 from lightning_gnn_dist.partition.base import check_num_parts, get_partitioner
-from lightning_gnn_dist.partition.metrics import partition_metrics
 
 DEFAULT_METHODS = ("hypergraph-mtkahypar", "hypergraph-kahypar", "metis", "random")
 _NORMALISED = (
@@ -36,8 +35,10 @@ def compare_partitioners(
     the volume and message columns, ``<key>_vs_random`` (ratio to random partitioning, computed
     even when ``random`` is not among ``methods``). Rows of a method that refined its partition
     for the busiest part's send volume also have ``refine_moves`` and the volumes before that
-    step, ``unrefined_total_volume_rows`` and ``unrefined_max_send_rows``. With
-    ``keep_metrics=True`` every row also holds its ``PartitionMetrics`` under ``"metrics"`` (for
+    step, ``unrefined_total_volume_rows`` and ``unrefined_max_send_rows``. A ``vertex-cut`` row
+    counts the partial-aggregate rows of one synchronisation (what one layer moves per direction,
+    like a vertex partition's halo rows) and adds ``replication_factor`` and ``num_split``. With
+    ``keep_metrics=True`` every row also holds its metrics object under ``"metrics"`` (for
     per-rank plots; not JSON-serialisable).
     """
     check_num_parts(num_parts, data.num_nodes)
@@ -50,7 +51,7 @@ def compare_partitioners(
         start = time.perf_counter()
         assignment = partitioner.partition(data, num_parts)
         seconds = time.perf_counter() - start
-        metrics = partition_metrics(data, assignment, num_parts)
+        metrics = partitioner.metrics(data, assignment, num_parts)
         row = {"method": method, **metrics.summary(), "seconds": seconds}
         if keep_metrics:
             row["metrics"] = metrics
@@ -61,7 +62,8 @@ def compare_partitioners(
     baseline = next((r for r in rows if r["method"] == "random"), None)
     if baseline is None:
         assignment = get_partitioner("random", seed=seed).partition(data, num_parts)
-        baseline = partition_metrics(data, assignment, num_parts).summary()
+        baseline = get_partitioner("random", seed=seed).metrics(data, assignment, num_parts)
+        baseline = baseline.summary()
     for row in rows:
         for key in _NORMALISED:
             row[f"{key}_vs_random"] = row[key] / baseline[key] if baseline[key] else None

@@ -14,7 +14,9 @@ def _ratio(value: float | None) -> str:
 
 def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     """Paper 000 Table 2 layout: volume and messages per rank (avg/max, absolute and ÷ random),
-    edge cut, load imbalance, partitioning seconds."""
+    edge cut, load imbalance, partitioning seconds. Volumes are rows one layer moves per
+    direction (halo rows; for a vertex cut, partial-aggregate rows), and ``RF`` is a vertex
+    cut's replication factor (paper 002 Table 4)."""
     table = Table(title=title)
     for header in (
         "method",
@@ -23,6 +25,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         "msgs avg",
         "msgs max",
         "total vol",
+        "RF",
         "vol avg/RP",
         "vol max/RP",
         "msgs avg/RP",
@@ -40,6 +43,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             f"{r['avg_messages']:.2f}",
             str(r["max_messages"]),
             str(r["total_volume_rows"]),
+            _ratio(r.get("replication_factor")),
             _ratio(r["avg_send_rows_vs_random"]),
             _ratio(r["max_send_rows_vs_random"]),
             _ratio(r["avg_messages_vs_random"]),

@@ -5,8 +5,10 @@ A store is a directory::
     meta.json          format version, dataset fingerprint, settings, library versions,
                        metrics, seconds, sha256 and size of every other file, and the sha256 of
                        its own canonical content (``meta_sha256``)
-    assignment.npy     [num_nodes] int64 part of each (original) vertex
-    part-00000.pt ...  one LocalPartition per part; a rank loads only its own
+    assignment.npy     [num_nodes] int64 part of each (original) vertex; for a vertex cut
+                       (meta "kind": "vertex-cut") [num_edges] int64 part of each edge
+    part-00000.pt ...  one LocalPartition (vertex cut: VertexCutPart) per part; a rank loads
+                       only its own
 
 It is written into a temporary sibling directory and renamed into place, so a crash leaves either
 nothing or a complete store; the temporary folders of killed runs are removed by the next run.
@@ -38,9 +40,11 @@ from torch_geometric.data import Data
 from lightning_gnn_dist._progress import status, track
 from lightning_gnn_dist._tempdirs import make_owned_dir, remove_stale
 from lightning_gnn_dist.data.graph import graph_fingerprint
-from lightning_gnn_dist.data.local import LocalPartition, build_local_partitions
+from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.data.vertex_cut import VertexCutPart
 from lightning_gnn_dist.partition.base import Partitioner, check_num_parts
-from lightning_gnn_dist.partition.metrics import PartitionMetrics, partition_metrics
+from lightning_gnn_dist.partition.metrics import PartitionMetrics
+from lightning_gnn_dist.partition.vertex_cut import VertexCutMetrics
 
 FORMAT_VERSION = 2
 _STORE_FILE = re.compile(r"meta\.json|assignment\.npy|part-\d{5}\.pt")
@@ -113,7 +117,14 @@ class PartitionStore:
         return int(self.meta["settings"]["num_parts"])
 
     @property
-    def metrics(self) -> PartitionMetrics:
+    def kind(self) -> str:
+        """``"vertex"`` or ``"vertex-cut"``."""
+        return self.meta.get("kind", "vertex")
+
+    @property
+    def metrics(self) -> PartitionMetrics | VertexCutMetrics:
+        if self.kind == "vertex-cut":
+            return VertexCutMetrics.from_dict(self.meta["metrics"])
         return PartitionMetrics.from_dict(self.meta["metrics"])
 
     def _verified(self, name: str, full: bool = True) -> Path:
@@ -146,13 +157,15 @@ class PartitionStore:
         """``[num_nodes] int64`` part of each original vertex id."""
         return np.load(self._verified("assignment.npy"))
 
-    def load_part(self, part_id: int) -> LocalPartition:
-        """Load (and checksum) the :class:`LocalPartition` of ``part_id`` only."""
+    def load_part(self, part_id: int) -> LocalPartition | VertexCutPart:
+        """Load (and checksum) the :class:`LocalPartition` (vertex cut: :class:`VertexCutPart`)
+        of ``part_id`` only."""
         if not 0 <= part_id < self.num_parts:
             raise ValueError(
                 f"part {part_id} does not exist; the store has parts 0..{self.num_parts - 1}"
             )
-        return LocalPartition.load(self._verified(_part_name(part_id)))
+        cls = VertexCutPart if self.kind == "vertex-cut" else LocalPartition
+        return cls.load(self._verified(_part_name(part_id)))
 
     def check_matches(self, fingerprint: str, settings: dict[str, Any]) -> None:
         """Raise :class:`PartitionStoreError` unless the store was made for this dataset and these
@@ -229,25 +242,28 @@ def partition_to_store(
         start = time.perf_counter()
         assignment = partitioner.partition(data, num_parts)
         seconds = time.perf_counter() - start
-    metrics = partition_metrics(data, assignment, num_parts)
+    metrics = partitioner.metrics(data, assignment, num_parts)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = make_owned_dir(path.parent, f".{path.name}.tmp-")
     try:
         np.save(tmp / "assignment.npy", assignment)
-        parts = build_local_partitions(data, assignment, num_parts)
+        parts = partitioner.build_parts(data, assignment, num_parts)
         for part in track(parts, "writing parts", total=num_parts):
             part.save(tmp / _part_name(part.part_id))
         names = ["assignment.npy", *(_part_name(p) for p in range(num_parts))]
         meta = {
             "format_version": FORMAT_VERSION,
+            "kind": partitioner.kind,
             "dataset": dataset,
             "fingerprint": fingerprint,
             "num_nodes": int(data.num_nodes),
             "num_edges": int(data.edge_index.size(1)),
             "num_features": int(data.x.size(1)) if getattr(data, "x", None) is not None else 0,
             "num_classes": int(data.y.max()) + 1 if getattr(data, "y", None) is not None else 0,
-            "mask_counts": _mask_counts(data, assignment, num_parts),
+            "mask_counts": _mask_counts(
+                data, partitioner.label_owner(data, assignment, num_parts), num_parts
+            ),
             "settings": settings,
             "seconds": seconds,
             "metrics": metrics.to_dict(),

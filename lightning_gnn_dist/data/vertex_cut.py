@@ -1,0 +1,206 @@
+"""``VertexCutPart``: one rank's part of a vertex cut (paper 002 §5.2, design §7).
+
+A part holds the edges assigned to it and a copy of every endpoint of those edges (its *local
+vertices*, ascending by dataset id). A vertex whose edges lie in several parts is *split*: one of
+its copies is the root, the others are leaves. Each part aggregates over its own edges; the
+partial aggregates of split vertices are then synchronised leaf → root → leaf
+(:class:`~lightning_gnn_dist.comm.vertex_cut.PartialAggregateSync`).
+
+Conventions shared with :class:`~lightning_gnn_dist.data.local.LocalPartition`: ``global_ids``
+are dataset ids, degrees are **global**, and labels and masks are set on root copies only, so
+every vertex counts once in the loss and metrics. Features are replicated on every copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from lightning_gnn_dist.partition.vertex_cut import VertexCopies, vertex_copies
+
+_MASKS = ("train_mask", "val_mask", "test_mask")
+
+
+@dataclass
+class VertexCutPart:
+    """One rank's part of a vertex cut.
+
+    Attributes:
+        part_id: this part (= rank).
+        num_parts: P.
+        num_nodes_global: vertices in the whole graph.
+        global_ids: ``[num_local] int64`` dataset ids of the local vertex copies, ascending.
+        edge_index: ``[2, E_local] int64`` the part's edges over local vertex indices.
+        is_root: ``[num_local] bool`` whether the copy is its vertex's root (unsplit vertices are
+            their own root).
+        leaf_index: ``[Σ leaf_counts] int64`` local leaf copies, grouped by the root's part and
+            ascending by dataset id within a group; sent to the roots, overwritten by the totals.
+        leaf_counts: ``[P] int64`` leaf copies whose root lies on each part.
+        root_index: ``[Σ root_counts] int64`` local root copies with a leaf on a peer, grouped by
+            the leaf's part (a root appears once per leaf) in the peers' ``leaf_index`` order.
+        root_counts: ``[P] int64`` leaves each part holds of this part's roots.
+        in_degree: ``[num_local] int64`` global in-degree (no self loops) of every local vertex.
+        has_self_loop: ``[num_local] bool`` whether the input graph has the vertex's loop.
+        x: ``[num_local, d]`` features of every copy (replicated).
+        y, train_mask, val_mask, test_mask: labels and masks; masks are ``False`` on leaves.
+    """
+
+    part_id: int
+    num_parts: int
+    num_nodes_global: int
+    global_ids: Tensor
+    edge_index: Tensor
+    is_root: Tensor
+    leaf_index: Tensor
+    leaf_counts: Tensor
+    root_index: Tensor
+    root_counts: Tensor
+    in_degree: Tensor
+    has_self_loop: Tensor
+    x: Tensor | None = None
+    y: Tensor | None = None
+    train_mask: Tensor | None = None
+    val_mask: Tensor | None = None
+    test_mask: Tensor | None = None
+
+    kind = "vertex-cut"
+
+    @property
+    def num_owned(self) -> int:
+        """Rows the layers compute on this rank: every local copy (roots and leaves)."""
+        return int(self.global_ids.numel())
+
+    @property
+    def num_halo(self) -> int:
+        """Always 0: every source of a local edge is a local vertex."""
+        return 0
+
+    @property
+    def send_counts(self) -> Tensor:
+        """``[P] int64`` rows sent to each peer per synchronisation (leaf partials, then totals)."""
+        return self.leaf_counts + self.root_counts
+
+    @property
+    def recv_counts(self) -> Tensor:
+        """``[P] int64`` rows received from each peer per synchronisation (equal to sent)."""
+        return self.root_counts + self.leaf_counts
+
+    def gcn_edge_weight(
+        self, add_self_loops: bool = True, improved: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """Local edges with PyG ``gcn_norm`` weights from **global** degrees. Missing self loops
+        are added on root copies only, so the synchronised sum counts each loop once.
+
+        Returns:
+            ``(edge_index [2, E'] int64, edge_weight [E'] float32)`` over local vertices.
+        """
+        fill = 2.0 if improved else 1.0
+        degree = self.in_degree.to(torch.float32)
+        edge_index = self.edge_index
+        if add_self_loops:
+            missing = torch.nonzero(~self.has_self_loop & self.is_root).flatten()
+            edge_index = torch.cat([edge_index, missing.repeat(2, 1)], dim=1)
+            degree = degree + torch.where(self.has_self_loop, 1.0, fill)
+        else:
+            degree = degree + self.has_self_loop.to(torch.float32)
+        src, dst = edge_index
+        weight = torch.ones(src.numel())
+        if add_self_loops:
+            loop = src == dst
+            weight[loop] = torch.where(self.has_self_loop[src[loop]], 1.0, fill)
+        inv_sqrt = degree.pow(-0.5).masked_fill(degree == 0, 0.0)
+        return edge_index, inv_sqrt[src] * weight * inv_sqrt[dst]
+
+    def save(self, path: str | Path) -> None:
+        torch.save({f.name: getattr(self, f.name) for f in fields(self)}, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> VertexCutPart:
+        return cls(**torch.load(path, weights_only=True))
+
+    def __repr__(self) -> str:
+        return (
+            f"VertexCutPart(part={self.part_id}/{self.num_parts}, local={self.num_owned}, "
+            f"roots={int(self.is_root.sum())}, edges={self.edge_index.size(1)}, "
+            f"leaf_rows={int(self.leaf_counts.sum())}, root_rows={int(self.root_counts.sum())})"
+        )
+
+
+def build_vertex_cut_parts(
+    data: Data,
+    edge_parts: np.ndarray,
+    num_parts: int,
+    seed: int = 0,
+    copies: VertexCopies | None = None,
+) -> Iterator[VertexCutPart]:
+    """Yield the :class:`VertexCutPart` of every part, in part order (vectorised over edges;
+    the only Python loop is over parts).
+
+    Args:
+        data: canonical graph.
+        edge_parts: ``[num_edges] int64`` part of each edge.
+        num_parts: P.
+        seed: seed of the root choice (as :func:`vertex_copies`).
+        copies: precomputed :func:`vertex_copies` (saves recomputing it).
+    """
+    num_nodes = data.num_nodes
+    edge_index = data.edge_index.numpy()
+    edge_parts = np.asarray(edge_parts, dtype=np.int64)
+    if copies is None:
+        copies = vertex_copies(edge_index, edge_parts, num_nodes, num_parts, seed)
+    src, dst = edge_index
+    loop = src == dst
+    in_degree = np.bincount(dst[~loop], minlength=num_nodes)
+    has_loop = np.zeros(num_nodes, dtype=bool)
+    has_loop[dst[loop]] = True
+
+    # Copies sorted by (part, vertex): each part's local vertices, ascending.
+    by_part = np.lexsort((copies.vertex, copies.part))
+    local_vertex = copies.vertex[by_part]
+    part_bounds = np.searchsorted(copies.part[by_part], np.arange(num_parts + 1))
+    edge_order = np.argsort(edge_parts, kind="stable")
+    edge_bounds = np.searchsorted(edge_parts[edge_order], np.arange(num_parts + 1))
+
+    leaf = ~copies.is_root
+    leaf_vertex, leaf_part = copies.vertex[leaf], copies.part[leaf]
+    leaf_root = copies.root_part[leaf_vertex]
+    as_leaf = np.lexsort((leaf_vertex, leaf_root, leaf_part))  # by (leaf part, root part, v)
+    as_root = np.lexsort((leaf_vertex, leaf_part, leaf_root))  # by (root part, leaf part, v)
+    leaf_bounds = np.searchsorted(leaf_part[as_leaf], np.arange(num_parts + 1))
+    root_bounds = np.searchsorted(leaf_root[as_root], np.arange(num_parts + 1))
+
+    for p in range(num_parts):
+        vertices = local_vertex[part_bounds[p] : part_bounds[p + 1]]
+        edges = edge_order[edge_bounds[p] : edge_bounds[p + 1]]
+        local_edges = np.searchsorted(vertices, edge_index[:, edges])
+        mine = as_leaf[leaf_bounds[p] : leaf_bounds[p + 1]]
+        theirs = as_root[root_bounds[p] : root_bounds[p + 1]]
+        is_root = copies.root_part[vertices] == p
+        part = VertexCutPart(
+            part_id=p,
+            num_parts=num_parts,
+            num_nodes_global=num_nodes,
+            global_ids=torch.from_numpy(vertices.copy()),
+            edge_index=torch.from_numpy(np.ascontiguousarray(local_edges)),
+            is_root=torch.from_numpy(is_root),
+            leaf_index=torch.from_numpy(np.searchsorted(vertices, leaf_vertex[mine])),
+            leaf_counts=torch.from_numpy(np.bincount(leaf_root[mine], minlength=num_parts)),
+            root_index=torch.from_numpy(np.searchsorted(vertices, leaf_vertex[theirs])),
+            root_counts=torch.from_numpy(np.bincount(leaf_part[theirs], minlength=num_parts)),
+            in_degree=torch.from_numpy(in_degree[vertices]),
+            has_self_loop=torch.from_numpy(has_loop[vertices]),
+        )
+        index = torch.from_numpy(vertices)
+        root = torch.from_numpy(is_root)
+        for key in ("x", "y", *_MASKS):
+            value = getattr(data, key, None)
+            if value is not None:
+                value = value[index].clone()
+                setattr(part, key, value & root if key in _MASKS else value)
+        yield part

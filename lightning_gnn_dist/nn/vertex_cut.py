@@ -1,0 +1,92 @@
+"""The graph context of a vertex cut: layers aggregate over the part's edges, then split
+vertices are synchronised (design §7, paper 002 §5.3).
+
+Layers run unchanged on a :class:`~lightning_gnn_dist.data.vertex_cut.VertexCutPart`: ``x`` holds
+every local copy ``[num_local, d]`` and ``edge_index`` the part's edges. The exchange's halo is
+empty, so a layer's aggregates are partial for split vertices; this context completes them:
+
+* ``DistGCNConv`` asks :meth:`VertexCutContext.synchronise` (sum of globally normalised terms);
+* every other ``MessagePassing`` layer passes PyG's aggregate forward hook
+  (:meth:`VertexCutContext.after_aggregate`): ``sum``/``add`` aggregates are synchronised as they
+  are, ``mean`` as local sums divided by the **global** in-degree, ``max`` element-wise.
+
+Attention layers (softmax over a vertex's whole neighbourhood) and other aggregations are
+refused with an error. The dense update after aggregation is computed identically on every copy.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch_geometric.nn import GATConv, GATv2Conv, TransformerConv
+
+from lightning_gnn_dist.nn.context import CONTEXTS, GraphContext
+
+_ATTENTION = (GATConv, GATv2Conv, TransformerConv)
+_SUM, _MEAN, _MAX = ("add", "sum"), ("mean",), ("max",)
+
+
+class VertexCutContext(GraphContext):
+    """:class:`GraphContext` of a vertex cut; ``exchange`` is a partial-aggregate
+    synchronisation (``cd-0``, ``cd-<r>``, ``0c``, see
+    :mod:`lightning_gnn_dist.comm.vertex_cut`)."""
+
+    def synchronise(self, aggregated: Tensor, layer: str) -> Tensor:
+        return self.exchange.synchronise(aggregated, layer, "sum")
+
+    def after_aggregate(self, module, aggr_kwargs: dict, aggregated: Tensor) -> Tensor | None:
+        name = getattr(module, "layer_name", "") or type(module).__name__
+        if isinstance(module, _ATTENTION):
+            raise NotImplementedError(
+                f"{type(module).__name__} ({name}) normalises attention over each vertex's whole "
+                "neighbourhood, which a vertex cut splits; use GCN/GraphSAGE layers or a vertex "
+                "partition with exchange='p2p'"
+            )
+        aggr = module.aggr if isinstance(module.aggr, str) else None
+        if aggr not in _SUM + _MEAN + _MAX:
+            raise NotImplementedError(
+                f"{type(module).__name__} ({name}) aggregates with {module.aggr!r}; vertex-cut modes "
+                "synchronise 'sum', 'add', 'mean' and 'max' aggregations only"
+            )
+        index, num_rows = aggr_kwargs["index"], aggregated.size(0)
+        local_count = torch.bincount(index, minlength=num_rows)
+        self._check_edges(local_count, name)
+        flat = aggregated.reshape(num_rows, -1)
+        if aggr in _SUM:
+            out = self.exchange.synchronise(flat, name, "sum")
+        elif aggr in _MEAN:
+            total = self.exchange.synchronise(flat * local_count.unsqueeze(-1), name, "sum")
+            out = total / self._global_in_count(flat.device).clamp(min=1).unsqueeze(-1)
+        else:
+            empty = (local_count == 0).unsqueeze(-1)
+            partial = flat.masked_fill(empty, float("-inf"))
+            out = self.exchange.synchronise(partial, name, "max")
+            out = out.masked_fill(torch.isneginf(out), 0.0)
+        return out.view_as(aggregated)
+
+    def _global_in_count(self, device) -> Tensor:
+        """``[num_local]`` in-edges of every vertex in the whole graph (loops included)."""
+        key = ("in_count", device)
+        if key not in self._cache:
+            part = self.partition
+            self._cache[key] = (part.in_degree + part.has_self_loop.long()).to(
+                device, torch.float32
+            )
+        return self._cache[key]
+
+    def _check_edges(self, local_count: Tensor, name: str) -> None:
+        key = ("local_in_count", local_count.device)
+        if key not in self._cache:
+            part = self.partition
+            self._cache[key] = torch.bincount(
+                part.edge_index[1].to(local_count.device), minlength=part.num_owned
+            )
+        if not torch.equal(local_count, self._cache[key]):
+            raise NotImplementedError(
+                f"layer {name} aggregates over other edges than the part's edge_index (for example "
+                "it adds self loops itself); in vertex-cut modes every copy would count them, so "
+                "such layers are not supported: pass add_self_loops=False or use a vertex partition"
+            )
+
+
+CONTEXTS["vertex-cut"] = VertexCutContext
