@@ -47,6 +47,8 @@ class VertexCutPart:
         root_counts: ``[P] int64`` leaves each part holds of this part's roots.
         in_degree: ``[num_local] int64`` global in-degree (no self loops) of every local vertex.
         has_self_loop: ``[num_local] bool`` whether the input graph has the vertex's loop.
+        num_self_loops: ``[num_local] int64`` self loops of the vertex in the input graph
+            (multigraphs may have several); ``None`` in parts written before it existed.
         x: ``[num_local, d]`` features of every copy (replicated).
         y, train_mask, val_mask, test_mask: labels and masks; masks are ``False`` on leaves.
     """
@@ -63,6 +65,7 @@ class VertexCutPart:
     root_counts: Tensor
     in_degree: Tensor
     has_self_loop: Tensor
+    num_self_loops: Tensor | None = None
     x: Tensor | None = None
     y: Tensor | None = None
     train_mask: Tensor | None = None
@@ -92,30 +95,33 @@ class VertexCutPart:
         return self.root_counts + self.leaf_counts
 
     def gcn_edge_weight(
-        self, add_self_loops: bool = True, improved: bool = False
+        self, add_self_loops: bool = True, improved: bool = False, normalize: bool = True
     ) -> tuple[Tensor, Tensor]:
-        """Local edges with PyG ``gcn_norm`` weights from **global** degrees. Missing self loops
-        are added on root copies only, so the synchronised sum counts each loop once.
+        """Local edges with PyG 2.8 ``gcn_norm`` weights from **global** degrees, the semantics of
+        :meth:`~lightning_gnn_dist.data.local.LocalPartition.gcn_edge_weight` (``improved`` has
+        no effect without edge weights; parallel edges count once each). Adding self loops
+        replaces the graph's own loops by one loop of weight 1 per vertex, placed on the root
+        copy only, so the synchronised sum counts it once.
 
         Returns:
             ``(edge_index [2, E'] int64, edge_weight [E'] float32)`` over local vertices.
         """
-        fill = 2.0 if improved else 1.0
-        degree = self.in_degree.to(torch.float32)
+        del improved  # PyG 2.8 ignores it when no edge weights are given
         edge_index = self.edge_index
+        if not normalize:
+            return edge_index, torch.ones(edge_index.size(1))
+        degree = self.in_degree.to(torch.float32)
         if add_self_loops:
-            missing = torch.nonzero(~self.has_self_loop & self.is_root).flatten()
-            edge_index = torch.cat([edge_index, missing.repeat(2, 1)], dim=1)
-            degree = degree + torch.where(self.has_self_loop, 1.0, fill)
+            src, dst = edge_index
+            roots = torch.nonzero(self.is_root).flatten()
+            edge_index = torch.cat([edge_index[:, src != dst], roots.repeat(2, 1)], dim=1)
+            degree = degree + 1.0
         else:
-            degree = degree + self.has_self_loop.to(torch.float32)
+            loops = self.num_self_loops
+            degree = degree + (self.has_self_loop if loops is None else loops).to(torch.float32)
         src, dst = edge_index
-        weight = torch.ones(src.numel())
-        if add_self_loops:
-            loop = src == dst
-            weight[loop] = torch.where(self.has_self_loop[src[loop]], 1.0, fill)
         inv_sqrt = degree.pow(-0.5).masked_fill(degree == 0, 0.0)
-        return edge_index, inv_sqrt[src] * weight * inv_sqrt[dst]
+        return edge_index, inv_sqrt[src] * inv_sqrt[dst]
 
     def save(self, path: str | Path) -> None:
         torch.save({f.name: getattr(self, f.name) for f in fields(self)}, path)
@@ -157,8 +163,7 @@ def build_vertex_cut_parts(
     src, dst = edge_index
     loop = src == dst
     in_degree = np.bincount(dst[~loop], minlength=num_nodes)
-    has_loop = np.zeros(num_nodes, dtype=bool)
-    has_loop[dst[loop]] = True
+    num_loops = np.bincount(dst[loop], minlength=num_nodes)
 
     # Copies sorted by (part, vertex): each part's local vertices, ascending.
     by_part = np.lexsort((copies.vertex, copies.part))
@@ -194,7 +199,8 @@ def build_vertex_cut_parts(
             root_index=torch.from_numpy(np.searchsorted(vertices, leaf_vertex[theirs])),
             root_counts=torch.from_numpy(np.bincount(leaf_part[theirs], minlength=num_parts)),
             in_degree=torch.from_numpy(in_degree[vertices]),
-            has_self_loop=torch.from_numpy(has_loop[vertices]),
+            has_self_loop=torch.from_numpy(num_loops[vertices] > 0),
+            num_self_loops=torch.from_numpy(num_loops[vertices]),
         )
         index = torch.from_numpy(vertices)
         root = torch.from_numpy(is_root)
