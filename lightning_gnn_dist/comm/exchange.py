@@ -107,6 +107,20 @@ class HaloExchange(ABC):
         """Blocking exchange: ``[num_owned, d]`` owned rows → ``[num_halo, d]`` halo rows."""
         return self.start(h_owned, layer).wait()
 
+    def begin_round(self, epoch: int | None) -> None:
+        """Called by the strategy before every step: ``epoch`` in training, ``None`` in
+        validation/test/predict. Exact modes ignore it; approximate ones (``cached``) use it as
+        the version stamp and exchange exactly when it is ``None``."""
+        return None
+
+    def state_dict(self) -> dict:
+        """Per-rank state to keep in a checkpoint (none for exact modes)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` returned on this rank."""
+        return None
+
     def _peer(self, rank: int) -> int:
         return rank if self.group is None else dist.get_global_rank(self.group, rank)
 
@@ -177,26 +191,34 @@ class P2PExchange(HaloExchange):
         return metrics.send_rows if direction == "forward" else metrics.recv_rows
 
     def _post(
-        self, send: Tensor, send_counts: list[int], recv: Tensor, recv_counts: list[int]
+        self,
+        send: Tensor,
+        send_counts: list[int],
+        recv: Tensor,
+        recv_counts: list[int],
+        send_to: list[bool] | None = None,
+        recv_from: list[bool] | None = None,
     ) -> list:
+        """Post one message per peer with rows; ``send_to``/``recv_from`` (``[P]`` bools) skip
+        peers while keeping the buffers' per-peer layout (the ``cached`` mode uses them)."""
         ops, offset = [], 0
         for peer, count in enumerate(send_counts):
-            if count:
+            if count and (send_to is None or send_to[peer]):
                 ops.append(
                     dist.P2POp(
                         dist.isend, send[offset : offset + count], self._peer(peer), self.group
                     )
                 )
-                offset += count
+            offset += count
         offset = 0
         for peer, count in enumerate(recv_counts):
-            if count:
+            if count and (recv_from is None or recv_from[peer]):
                 ops.append(
                     dist.P2POp(
                         dist.irecv, recv[offset : offset + count], self._peer(peer), self.group
                     )
                 )
-                offset += count
+            offset += count
         return dist.batch_isend_irecv(ops) if ops else []
 
     def _record(
@@ -322,13 +344,22 @@ class BroadcastExchange(HaloExchange):
 
 
 def make_exchange(
-    mode: str, partition: LocalPartition, counter: CommCounter | None = None, group=None
+    mode: str,
+    partition: LocalPartition,
+    counter: CommCounter | None = None,
+    group=None,
+    **options,
 ) -> HaloExchange:
-    """Build the exchange registered as ``mode`` (``p2p`` or ``broadcast``)."""
+    """Build the exchange registered as ``mode`` (``p2p``, ``broadcast``, ``cached``, ...);
+    ``options`` go to its constructor (e.g. the ``cached`` mode's staleness settings)."""
     try:
         cls = EXCHANGE_MODES[mode]
     except KeyError:
         raise ValueError(
             f"unknown exchange mode {mode!r}; choose one of: {', '.join(sorted(EXCHANGE_MODES))}"
         ) from None
-    return cls(partition, counter=counter, group=group)
+    return cls(partition, counter=counter, group=group, **options)
+
+
+# Registers the approximate ``cached`` mode (it builds on the exact classes above).
+from lightning_gnn_dist.comm import cached as _cached  # noqa: E402, F401
