@@ -17,6 +17,7 @@ from pytorch_lightning.strategies import DDPStrategy, StrategyRegistry
 from pytorch_lightning.strategies.launchers import _SubprocessScriptLauncher
 from torch import Tensor
 
+from lightning_gnn_dist.comm.cached import check_cache_options
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES, make_exchange
 from lightning_gnn_dist.data.local import LocalPartition
@@ -44,11 +45,16 @@ class GNNStrategy(DDPStrategy):
     world size.
 
     Args:
-        exchange (str): halo exchange mode, ``"p2p"`` or ``"broadcast"``. (default: ``"p2p"``)
+        exchange (str): halo exchange mode, ``"p2p"``, ``"broadcast"`` or ``"cached"``
+            (SANCUS; configured by the ``cache_*``/``staleness*`` options). (default: ``"p2p"``)
         loss_reduction (str): ``"mean"`` or ``"sum"``, see above. (default: ``"mean"``)
         timeout (float or timedelta): seconds a collective may wait before every rank fails with
             an error instead of hanging. (default: ``1800``)
         start_method (str): ``"popen"``, ``"spawn"`` or ``"fork"``. (default: ``"popen"``)
+        cache_base, staleness, staleness_bound, cache_backward, grad_clip: options of the
+            ``cached`` exchange, see :class:`~lightning_gnn_dist.comm.cached.CachedExchange`
+            (defaults ``"p2p"``, ``"epoch-fixed"``, ``1.0``, ``"fresh"``, ``None``); ignored by
+            the other modes.
         **kwargs: passed to :class:`DDPStrategy` (``process_group_backend``, ``cluster_environment``,
             ...). gloo is used on CPU, NCCL on GPU.
     """
@@ -59,6 +65,11 @@ class GNNStrategy(DDPStrategy):
         loss_reduction: Literal["mean", "sum"] = "mean",
         timeout: float | timedelta = 1800.0,
         start_method: Literal["popen", "spawn", "fork", "forkserver"] = "popen",
+        cache_base: Literal["p2p", "broadcast"] = "p2p",
+        staleness: Literal["epoch-fixed", "epoch-adaptive", "variation-gap"] = "epoch-fixed",
+        staleness_bound: float = 1.0,
+        cache_backward: Literal["fresh", "drop"] = "fresh",
+        grad_clip: float | None = None,
         **kwargs: Any,
     ) -> None:
         if exchange not in EXCHANGE_MODES:
@@ -73,6 +84,17 @@ class GNNStrategy(DDPStrategy):
             timeout = timedelta(seconds=timeout)
         super().__init__(timeout=timeout, start_method=start_method, **kwargs)
         self.exchange_mode = exchange
+        self.exchange_options: dict[str, Any] = {}
+        if exchange == "cached":
+            check_cache_options(cache_base, staleness, staleness_bound, cache_backward, grad_clip)
+            self.exchange_options = {
+                "cache_base": cache_base,
+                "staleness": staleness,
+                "staleness_bound": staleness_bound,
+                "cache_backward": cache_backward,
+                "grad_clip": grad_clip,
+            }
+        self._exchange_state: dict | None = None  # from a checkpoint, applied in setup
         self.loss_reduction = loss_reduction
         self.comm_counters = {stage: CommCounter() for stage in STAGES}
         self.graph_context: GraphContext | None = None
@@ -106,7 +128,11 @@ class GNNStrategy(DDPStrategy):
                 "set num_parts to the world size (devices x num_nodes) or change devices"
             )
         partition = _to_device(partition, self.root_device)
-        exchange = make_exchange(self.exchange_mode, partition, self.comm_counters["train"])
+        exchange = make_exchange(
+            self.exchange_mode, partition, self.comm_counters["train"], **self.exchange_options
+        )
+        if self._exchange_state is not None:
+            exchange.load_state_dict(self._exchange_state)
         self.graph_context = GraphContext(partition, exchange)
         if self.loss_reduction == "mean" and partition.train_mask is not None:
             local = int(partition.train_mask.sum())
@@ -143,6 +169,9 @@ class GNNStrategy(DDPStrategy):
         if context is None:
             raise RuntimeError("GNNStrategy.setup has not run: no graph context")
         context.exchange.counter = self.comm_counters[stage]
+        # Only training steps may use stale rows: evaluation always exchanges exactly.
+        epoch = self.lightning_module.trainer.current_epoch
+        context.exchange.begin_round(epoch if stage == "train" else None)
         with use_graph_context(context):
             yield
 
@@ -162,6 +191,23 @@ class GNNStrategy(DDPStrategy):
         with self._in_graph("predict"):
             return super().predict_step(*args, **kwargs)
 
+    # -- checkpoint: every rank's exchange state (e.g. the cached mode's cache) -------------------
+    def save_checkpoint(self, checkpoint: dict[str, Any], filepath, storage_options=None) -> None:
+        if self.graph_context is not None and dist.is_initialized():
+            states: list[dict | None] = [None] * self.world_size
+            dist.all_gather_object(states, self.graph_context.exchange.state_dict())
+            if any(states):
+                checkpoint["exchange_states"] = states
+        super().save_checkpoint(checkpoint, filepath, storage_options)
+
+    def load_model_state_dict(self, checkpoint, strict: bool = True) -> None:
+        super().load_model_state_dict(checkpoint, strict)
+        states = checkpoint.get("exchange_states")
+        if states is not None:
+            self._exchange_state = states[self.global_rank]
+            if self.graph_context is not None:
+                self.graph_context.exchange.load_state_dict(self._exchange_state)
+
     @classmethod
     def register_strategies(cls, strategy_registry) -> None:
         for name, start_method in (
@@ -178,7 +224,8 @@ class GNNStrategy(DDPStrategy):
             )
 
     def __repr__(self) -> str:
-        return f"GNNStrategy(exchange={self.exchange_mode!r}, loss_reduction={self.loss_reduction!r}, start_method={self._start_method!r})"
+        options = "".join(f", {k}={v!r}" for k, v in self.exchange_options.items())
+        return f"GNNStrategy(exchange={self.exchange_mode!r}{options}, loss_reduction={self.loss_reduction!r}, start_method={self._start_method!r})"
 
 
 def _to_device(partition: LocalPartition, device: torch.device) -> LocalPartition:
