@@ -203,3 +203,14 @@ def test_gradient_clipping_scales_threshold_by_sqrt_p():
 def test_bad_options_are_refused_with_the_value(option, value):
     with pytest.raises(ValueError, match=repr(value) if isinstance(value, str) else str(value)):
         CachedExchange(_parts(1)[0], **{option: value})
+
+
+def test_send_epoch_plot_is_written(tmp_path):
+    pytest.importorskip("matplotlib")
+    from lightning_gnn_dist.comm.cached_plots import plot_send_epochs
+
+    logs = {"epoch-fixed 1": [(0, "l0", [0, 1]), (1, "l0", []), (2, "l0", [0, 1])]}
+    path = plot_send_epochs(logs, tmp_path / "sends.png")
+    assert path.stat().st_size > 0
+    with pytest.raises(ValueError, match="empty"):
+        plot_send_epochs({}, tmp_path / "none.png")
