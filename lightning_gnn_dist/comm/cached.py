@@ -33,6 +33,7 @@ as the exact mode does (the parameters keep their full gradient; only forward by
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict, dataclass
 from typing import ClassVar
 
@@ -214,7 +215,10 @@ class CachedExchange(HaloExchange):
                 sent is None or _relative_change(own_rows, sent) > self.staleness_bound
             )
         if self.world_size > 1:
+            start = time.perf_counter()
+            wants = wants.to(own_rows.device)  # NCCL reduces device tensors only
             dist.all_reduce(wants, op=dist.ReduceOp.MAX, group=self.group)
+            self.counter.add_seconds(layer, "control", time.perf_counter() - start)
             self.counter.record(
                 layer,
                 "control",
