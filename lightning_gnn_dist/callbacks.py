@@ -15,7 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from lightning_gnn_dist._compat import LightningNeutral
+from lightning_gnn_dist.comm.cached import STATISTIC_FIELDS
 
+_CACHE_KEYS = ("rounds_sent", "rounds_skipped", "bytes_avoided", "age_max", "age_mean")
 _FIELDS = (
     "rows_sent",
     "rows_received",
@@ -56,6 +58,12 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     per-rank arrays the plots draw (bytes per rank pair, measured and predicted; rows sent and
     received; compute and exchange-wait seconds).
 
+    With the ``cached`` exchange, ``predicted_bytes_total`` is what the exact base mode would
+    move, direction ``control`` holds the flag all-reduce, and per layer and direction it also
+    logs ``cache/<layer>/<direction>/``: ``rounds_sent``/``rounds_skipped`` (summed over ranks),
+    ``bytes_avoided`` (summed), ``age_max`` and ``age_mean`` (epochs), plus
+    ``cache/bytes_avoided_fraction`` (feature bytes avoided ÷ exact feature bytes) per epoch.
+
     Args:
         print_table (bool): print the last epoch's table on rank 0 when training ends.
             (default: ``False``)
@@ -80,6 +88,9 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         strategy, _ = _strategy_and_store(trainer)
         strategy.comm_counters["train"].reset()
+        reset = getattr(strategy.graph_context.exchange, "reset_statistics", None)
+        if reset is not None:
+            reset()
         self._step_seconds = 0.0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
@@ -164,10 +175,48 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
                 "compute_seconds": compute_seconds.numpy(),
             }
         )
+        logged.update(self._cache_statistics(trainer, pl_module, strategy.graph_context.exchange))
         self.last_logged = logged
         if trainer.is_global_zero:  # values are already global: no per-key sync needed
             for logger in trainer.loggers:
                 logger.log_metrics(logged, step=trainer.current_epoch)
+
+    def _cache_statistics(self, trainer, pl_module, exchange) -> dict[str, float]:
+        """Cache statistics of every rank (``cached`` mode), merged; ``{}`` for exact modes."""
+        rows_of = getattr(exchange, "statistics_rows", None)
+        if rows_of is None:
+            return {}
+        rows = rows_of()
+        local = torch.tensor(
+            [[r[f] for f in STATISTIC_FIELDS] for r in rows] or [[0.0] * len(STATISTIC_FIELDS)],
+            dtype=torch.float64,
+        )
+        gathered = pl_module.all_gather(local.to(pl_module.device)).cpu()
+        gathered = gathered.view(trainer.world_size, -1, len(STATISTIC_FIELDS))
+        logged: dict[str, float] = {}
+        avoided = 0.0
+        this_epoch = {
+            (r["layer"], r["direction"]): r
+            for r in self.history
+            if r["epoch"] == trainer.current_epoch
+        }
+        for i, row in enumerate(rows):
+            per_rank = {f: gathered[:, i, k] for k, f in enumerate(STATISTIC_FIELDS)}
+            merged = {f: float(per_rank[f].sum()) for f in STATISTIC_FIELDS}
+            merged["age_max"] = float(per_rank["age_max"].max())
+            merged["age_mean"] = (
+                merged["age_sum"] / merged["age_count"] if merged["age_count"] else 0.0
+            )
+            avoided += merged["bytes_avoided"]
+            prefix = f"cache/{row['layer']}/{row['direction']}/"
+            for key in _CACHE_KEYS:
+                logged[prefix + key] = merged[key]
+            this_epoch[(row["layer"], row["direction"])].update({k: merged[k] for k in _CACHE_KEYS})
+        moved = sum(r["bytes_total"] for (_, d), r in this_epoch.items() if d != "control")
+        logged["cache/bytes_avoided_fraction"] = (
+            avoided / (moved + avoided) if moved + avoided else 0.0
+        )
+        return logged
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.print_table:

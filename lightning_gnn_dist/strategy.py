@@ -19,6 +19,7 @@ from lightning_fabric.utilities.seed import reset_seed
 from torch import Tensor
 
 from lightning_gnn_dist._compat import NAMESPACES, LightningNeutral
+from lightning_gnn_dist.comm.cached import check_cache_options
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.exchange import make_exchange, resolve_exchange_mode
 from lightning_gnn_dist.data.local import LocalPartition
@@ -55,7 +56,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     world size.
 
     Args:
-        exchange (str): exchange mode: ``"p2p"`` or ``"broadcast"`` on a vertex partition;
+        exchange (str): exchange mode: ``"p2p"``, ``"broadcast"`` or ``"cached"`` (SANCUS;
+            configured by the ``cache_*``/``staleness*`` options) on a vertex partition;
             ``"cd-0"``, ``"cd-<r>"`` or ``"0c"`` on a vertex cut (``method="vertex-cut"``).
             (default: ``"p2p"``)
         loss_reduction (str): ``"mean"`` or ``"sum"``, see above. (default: ``"mean"``)
@@ -65,6 +67,10 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             (rendezvous and ``init_process_group``); separate from ``timeout`` because start-up
             includes importing and, on a loaded machine, waiting for a core. (default: ``300``)
         start_method (str): ``"popen"``, ``"spawn"`` or ``"fork"``. (default: ``"popen"``)
+        cache_base, staleness, staleness_bound, cache_backward, grad_clip: options of the
+            ``cached`` exchange, see :class:`~lightning_gnn_dist.comm.cached.CachedExchange`
+            (defaults ``"p2p"``, ``"epoch-fixed"``, ``1.0``, ``"fresh"``, ``None``); ignored by
+            the other modes.
         **kwargs: passed to :class:`DDPStrategy` (``process_group_backend``, ``cluster_environment``,
             ...). gloo is used on CPU, NCCL on GPU.
     """
@@ -76,6 +82,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         timeout: float | timedelta = 1800.0,
         startup_timeout: float | timedelta = 300.0,
         start_method: Literal["popen", "spawn", "fork", "forkserver"] = "popen",
+        cache_base: Literal["p2p", "broadcast"] = "p2p",
+        staleness: Literal["epoch-fixed", "epoch-adaptive", "variation-gap"] = "epoch-fixed",
+        staleness_bound: float = 1.0,
+        cache_backward: Literal["fresh", "drop"] = "fresh",
+        grad_clip: float | None = None,
         **kwargs: Any,
     ) -> None:
         resolve_exchange_mode(exchange)  # raises ValueError listing the known modes
@@ -85,6 +96,16 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         self.startup_timeout = _seconds("startup_timeout", startup_timeout)
         super().__init__(timeout=timeout, start_method=start_method, **kwargs)
         self.exchange_mode = exchange
+        self.exchange_options: dict[str, Any] = {}
+        if exchange == "cached":
+            check_cache_options(cache_base, staleness, staleness_bound, cache_backward, grad_clip)
+            self.exchange_options = {
+                "cache_base": cache_base,
+                "staleness": staleness,
+                "staleness_bound": staleness_bound,
+                "cache_backward": cache_backward,
+                "grad_clip": grad_clip,
+            }
         self.loss_reduction = loss_reduction
         self.comm_counters = {stage: CommCounter() for stage in STAGES}
         self.graph_context: GraphContext | None = None
@@ -136,7 +157,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 "set num_parts to the world size (devices x num_nodes) or change devices"
             )
         partition = _to_device(partition, self.root_device)
-        exchange = make_exchange(self.exchange_mode, partition, self.comm_counters["train"])
+        exchange = make_exchange(
+            self.exchange_mode, partition, self.comm_counters["train"], **self.exchange_options
+        )
         self.graph_context = make_graph_context(partition, exchange)
         if self._resume is not None:
             if trainer.state.fn == "fit":
@@ -235,6 +258,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         if context is None:
             raise RuntimeError("GNNStrategy.setup has not run: no graph context")
         context.exchange.counter = self.comm_counters[stage]
+        # Only training steps may use stale rows: evaluation always exchanges exactly.
+        epoch = self.lightning_module.trainer.current_epoch
+        context.exchange.begin_round(epoch if stage == "train" else None)
         with use_graph_context(context):
             yield
 
@@ -270,7 +296,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             )
 
     def __repr__(self) -> str:
-        return f"GNNStrategy(exchange={self.exchange_mode!r}, loss_reduction={self.loss_reduction!r}, start_method={self._start_method!r})"
+        options = "".join(f", {k}={v!r}" for k, v in self.exchange_options.items())
+        return f"GNNStrategy(exchange={self.exchange_mode!r}{options}, loss_reduction={self.loss_reduction!r}, start_method={self._start_method!r})"
 
 
 def _join(environment, startup_timeout: timedelta, timeout: timedelta) -> dist.Store:

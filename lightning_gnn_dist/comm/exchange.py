@@ -122,6 +122,12 @@ class HaloExchange(ABC):
         """Blocking exchange: ``[num_owned, d]`` owned rows → ``[num_halo, d]`` halo rows."""
         return self.start(h_owned, layer).wait()
 
+    def begin_round(self, epoch: int | None) -> None:
+        """Called by the strategy before every step: ``epoch`` in training, ``None`` in
+        validation/test/predict. Exact modes ignore it; approximate ones (``cached``) use it as
+        the version stamp and exchange exactly when it is ``None``."""
+        return None
+
     def state_dict(self) -> dict:
         """This rank's exchange state that a resumed run needs to continue exactly where it
         stopped (a cache, rows in flight); stateless modes have none. The strategy stores every
@@ -212,26 +218,34 @@ class P2PExchange(HaloExchange):
         return metrics.peer_rows if direction == "forward" else metrics.peer_rows.T
 
     def _post(
-        self, send: Tensor, send_counts: list[int], recv: Tensor, recv_counts: list[int]
+        self,
+        send: Tensor,
+        send_counts: list[int],
+        recv: Tensor,
+        recv_counts: list[int],
+        send_to: list[bool] | None = None,
+        recv_from: list[bool] | None = None,
     ) -> list:
+        """Post one message per peer with rows; ``send_to``/``recv_from`` (``[P]`` bools) skip
+        peers while keeping the buffers' per-peer layout (the ``cached`` mode uses them)."""
         ops, offset = [], 0
         for peer, count in enumerate(send_counts):
-            if count:
+            if count and (send_to is None or send_to[peer]):
                 ops.append(
                     dist.P2POp(
                         dist.isend, send[offset : offset + count], self._peer(peer), self.group
                     )
                 )
-                offset += count
+            offset += count
         offset = 0
         for peer, count in enumerate(recv_counts):
-            if count:
+            if count and (recv_from is None or recv_from[peer]):
                 ops.append(
                     dist.P2POp(
                         dist.irecv, recv[offset : offset + count], self._peer(peer), self.group
                     )
                 )
-                offset += count
+            offset += count
         return dist.batch_isend_irecv(ops) if ops else []
 
     def _record(
@@ -394,13 +408,20 @@ def resolve_exchange_mode(mode: str) -> tuple[type[HaloExchange], dict]:
 
 
 def make_exchange(
-    mode: str, partition: LocalPartition, counter: CommCounter | None = None, group=None
+    mode: str,
+    partition: LocalPartition,
+    counter: CommCounter | None = None,
+    group=None,
+    **options,
 ) -> HaloExchange:
-    """Build the exchange ``mode`` (``p2p``, ``broadcast``; on a vertex cut ``cd-0``,
-    ``cd-<r>``, ``0c``)."""
-    cls, options = resolve_exchange_mode(mode)
-    return cls(partition, counter=counter, group=group, **options)
+    """Build the exchange ``mode`` (``p2p``, ``broadcast``, ``cached``; on a vertex cut
+    ``cd-0``, ``cd-<r>``, ``0c``); ``options`` go to its constructor (e.g. the ``cached`` mode's
+    staleness settings)."""
+    cls, parsed = resolve_exchange_mode(mode)
+    return cls(partition, counter=counter, group=group, **parsed, **options)
 
 
-# The vertex-cut modes (cd-0, cd-<r>, 0c) register themselves on import.
+# The modes built on the classes above register themselves on import: the approximate
+# ``cached`` mode (SANCUS) and the vertex-cut modes (cd-0, cd-<r>, 0c).
+from lightning_gnn_dist.comm import cached as _cached  # noqa: E402, F401
 from lightning_gnn_dist.comm import vertex_cut as _vertex_cut  # noqa: E402, F401
