@@ -16,7 +16,9 @@ class SAGE(torch.nn.Module):
 
     def __init__(self, widths, trim=False):
         super().__init__()
-        self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(widths, widths[1:]))
+        self.convs = torch.nn.ModuleList(
+            SAGEConv(a, b) for a, b in zip(widths, widths[1:], strict=False)
+        )
         self.trim = trim
 
     def forward(self, x, edge_index, num_nodes=None, num_edges=None):
@@ -51,7 +53,9 @@ def test_full_fanout_is_the_exact_k_hop_neighbourhood(graph, hops):
         assert batch.num_sampled_nodes[0] == batch.batch_size == batch.input_id.numel()
         assert sum(batch.num_sampled_nodes) == batch.num_nodes
         assert sum(batch.num_sampled_edges) == batch.edge_index.size(1)
-        assert torch.equal(batch.x, graph.x[batch.n_id]) and torch.equal(batch.y, graph.y[batch.n_id])
+        assert torch.equal(batch.x, graph.x[batch.n_id]) and torch.equal(
+            batch.y, graph.y[batch.n_id]
+        )
 
 
 @pytest.mark.parametrize("trim", [False, True])
@@ -63,7 +67,9 @@ def test_seed_outputs_equal_full_graph_outputs(graph, trim):
     seen = 0
     for batch in loader:
         out = model(batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
-        assert torch.allclose(out[: batch.batch_size], full[batch.n_id[: batch.batch_size]], atol=1e-5)
+        assert torch.allclose(
+            out[: batch.batch_size], full[batch.n_id[: batch.batch_size]], atol=1e-5
+        )
         seen += batch.batch_size
     assert seen == int(graph.train_mask.sum())
 
@@ -72,7 +78,9 @@ def test_trim_to_layer_works_with_finite_fanout(graph):
     torch.manual_seed(0)
     plain, trimmed = SAGE([6, 8, 3]), SAGE([6, 8, 3], trim=True)
     trimmed.load_state_dict(plain.state_dict())
-    batch = next(iter(NeighborLoader(LocalGraphStore(graph), [4, 3], graph.train_mask, batch_size=25)))
+    batch = next(
+        iter(NeighborLoader(LocalGraphStore(graph), [4, 3], graph.train_mask, batch_size=25))
+    )
     args = (batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
     n = batch.batch_size
     assert torch.allclose(plain(*args)[:n], trimmed(*args)[:n], atol=1e-6)
@@ -112,7 +120,7 @@ def test_each_neighbour_is_drawn_with_the_right_probability(replace):
     assert 0.8 < float(z.std()) < 1.2
     assert float(z.abs().max()) < 4.5
     if not replace:  # a subset: no in-edge twice per draw
-        keys = (torch.repeat_interleave(torch.arange(counts.numel()), counts) * 10_000 + src)
+        keys = torch.repeat_interleave(torch.arange(counts.numel()), counts) * 10_000 + src
         assert keys.unique().numel() == keys.numel()
         assert int(counts.max()) <= 4
     else:
@@ -123,21 +131,34 @@ def test_draws_are_reproducible_per_seed_epoch_and_rank(graph):
     store = LocalGraphStore(graph)
 
     def edges(seed, epoch):
-        loader = NeighborLoader(store, [3, 2], graph.train_mask, batch_size=40, shuffle=True, seed=seed)
+        loader = NeighborLoader(
+            store, [3, 2], graph.train_mask, batch_size=40, shuffle=True, seed=seed
+        )
         loader.set_epoch(epoch)
         return [b.n_id[b.edge_index] for b in loader]
 
     first = edges(0, 0)
-    assert all(torch.equal(a, b) for a, b in zip(first, edges(0, 0)))
-    assert not all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(first, edges(0, 1)))
-    assert not all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(first, edges(1, 0)))
+    assert all(torch.equal(a, b) for a, b in zip(first, edges(0, 0), strict=True))
+    assert not all(
+        a.shape == b.shape and torch.equal(a, b) for a, b in zip(first, edges(0, 1), strict=True)
+    )
+    assert not all(
+        a.shape == b.shape and torch.equal(a, b) for a, b in zip(first, edges(1, 0), strict=True)
+    )
 
 
-@pytest.mark.parametrize(("count", "steps", "sizes"), [(10, None, [4, 3, 3]), (10, 5, [2] * 5), (3, 5, [1] * 5)])
+@pytest.mark.parametrize(
+    ("count", "steps", "sizes"), [(10, None, [4, 3, 3]), (10, 5, [2] * 5), (3, 5, [1] * 5)]
+)
 def test_steps_rule_uses_every_seed_once(count, steps, sizes):
     graph = random_graph(20, 40, seed=1, features=2)
     loader = NeighborLoader(
-        LocalGraphStore(graph), [2], torch.arange(count), batch_size=4, shuffle=True, num_steps=steps
+        LocalGraphStore(graph),
+        [2],
+        torch.arange(count),
+        batch_size=4,
+        shuffle=True,
+        num_steps=steps,
     )
     batches = loader.batches()
     assert [b.numel() for b in batches] == sizes == [b.batch_size for b in loader]
