@@ -17,6 +17,7 @@ vectors).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -93,11 +94,12 @@ class PartitionedGraphStore:
         num_owned = partition.num_owned
         src_local, dst_local = partition.edge_index
         is_owned = src_local < num_owned
-        halo_pos = (src_local - num_owned).clamp(min=0)
-        src = torch.where(is_owned, src_local + self.start, partition.halo_ids[halo_pos])
-        src_key = torch.where(
-            is_owned, partition.global_ids[src_local.clamp(max=num_owned - 1)], halo_keys[halo_pos]
+        halo_pos = src_local[~is_owned] - num_owned
+        src, src_key = (
+            src_local + self.start,
+            partition.global_ids[src_local.clamp(max=num_owned - 1)],
         )
+        src[~is_owned], src_key[~is_owned] = partition.halo_ids[halo_pos], halo_keys[halo_pos]
         self.in_edges = InEdges.build(
             src, dst_local + self.start, src_key, partition.global_ids, start=self.start
         )
@@ -107,7 +109,7 @@ class PartitionedGraphStore:
             partition.x.new_empty(0, partition.x.size(1)), empty_y, self._cache_routing
         )
         if cache_size > 0:  # collective: every rank is given the same cache_size
-            references = torch.bincount(halo_pos[~is_owned], minlength=partition.num_halo)
+            references = torch.bincount(halo_pos, minlength=partition.num_halo)
             hot = torch.argsort(references, descending=True, stable=True)[:cache_size]
             self._cache_routing = torch.sort(partition.halo_ids[hot]).values
             self._cache = self._fetch_remote(self._cache_routing)
@@ -139,7 +141,7 @@ class PartitionedGraphStore:
         dist.all_to_all_single(
             recv, send, recv_counts.tolist(), send_counts.tolist(), group=self.group
         )
-        width = send[0].numel() if send.dim() > 1 else 1
+        width = math.prod(send.shape[1:])
         self._record(layer, direction, send_counts, recv_counts, width, send.element_size())
         return recv, recv_counts
 
