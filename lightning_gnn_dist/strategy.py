@@ -39,6 +39,10 @@ class GNNStrategy(DDPStrategy):
       ``batch.train_mask`` rows (what single-process code computes); it is multiplied by
       ``local train count / global train count``. With ``"sum"`` it is used as is.
 
+    With ``GraphPartitionDataModule(loader="neighbor")`` (owner-compute mini-batches, DistDGL)
+    the model runs unchanged on each rank's sampled batch: no layer is made distributed, no halo
+    exchange runs inside the model, and gradients are **averaged** over ranks (DDP semantics).
+
     Requires :class:`~lightning_gnn_dist.data.GraphPartitionDataModule` (or any datamodule with a
     ``local_partition`` and ``global_mask_count(name)``), whose number of parts must equal the
     world size.
@@ -77,6 +81,7 @@ class GNNStrategy(DDPStrategy):
         self.comm_counters = {stage: CommCounter() for stage in STAGES}
         self.graph_context: GraphContext | None = None
         self._loss_weight = 1.0
+        self.data_parallel = False
 
     # -- launch -------------------------------------------------------------------------------
     def _configure_launcher(self) -> None:
@@ -105,6 +110,11 @@ class GNNStrategy(DDPStrategy):
                 f"the graph is partitioned into {partition.num_parts} parts but {self.world_size} processes run; "
                 "set num_parts to the world size (devices x num_nodes) or change devices"
             )
+        if getattr(datamodule, "loader", "full") == "neighbor":
+            # Sampling and feature fetch happen in the loader; the model sees a local batch.
+            self.data_parallel = True
+            super().setup(trainer)
+            return
         partition = _to_device(partition, self.root_device)
         exchange = make_exchange(self.exchange_mode, partition, self.comm_counters["train"])
         self.graph_context = GraphContext(partition, exchange)
@@ -131,6 +141,8 @@ class GNNStrategy(DDPStrategy):
                 p.grad = torch.zeros_like(p)
         flat = torch.cat([p.grad.reshape(-1) for p in params])
         dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        if self.data_parallel:
+            flat /= self.world_size
         offset = 0
         for p in params:
             p.grad.copy_(flat[offset : offset + p.numel()].view_as(p))
@@ -140,6 +152,9 @@ class GNNStrategy(DDPStrategy):
     @contextmanager
     def _in_graph(self, stage: str):
         context = self.graph_context
+        if self.data_parallel:
+            yield
+            return
         if context is None:
             raise RuntimeError("GNNStrategy.setup has not run: no graph context")
         context.exchange.counter = self.comm_counters[stage]

@@ -1,4 +1,5 @@
-"""``GraphPartitionDataModule``: partition once, load one part per rank, serve full batches."""
+"""``GraphPartitionDataModule``: partition once, load one part per rank, serve full batches
+(``loader="full"``) or sampled mini-batches of the rank's own vertices (``loader="neighbor"``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import pytorch_lightning as pl
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.data.neighbor_loader import NeighborLoader, NeighborLoaders
+
+LOADERS = ("full", "neighbor")
 from lightning_gnn_dist.partition.store import PartitionStore, PartitionStoreError
 
 
@@ -58,6 +62,20 @@ class GraphPartitionDataModule(pl.LightningDataModule):
             to check it against the store's fingerprint. Set ``False`` for graphs too large for
             one process that were partitioned offline: then no process ever loads the whole
             graph, and only the settings (method, seed, parts) are checked. (default: ``True``)
+        loader (str): ``"full"`` (one batch per epoch: the rank's part, for the halo-exchange
+            modes) or ``"neighbor"`` (owner-compute mini-batches of sampled neighbourhoods in
+            PyG's ``NeighborLoader`` layout, see :class:`~lightning_gnn_dist.data.NeighborLoader`;
+            ``GNNStrategy`` then averages gradients like DDP). (default: ``"full"``)
+        num_neighbors (list[int], optional): fan-out per hop for ``loader="neighbor"``, ``-1``
+            for all in-neighbours. (default: ``None``)
+        batch_size (int): seeds per step and rank at most. (default: ``1``)
+        shuffle (bool): reshuffle the training seeds every epoch. (default: ``False``)
+        replace (bool): sample neighbours with replacement. (default: ``False``)
+        eval_num_neighbors (list[int], optional): validation/test fan-outs; ``[-1, ...]`` gives
+            exact full-neighbourhood predictions. (default: ``num_neighbors``)
+        cache_size (int): remote feature rows cached per rank (hot halo rows). (default: ``0``)
+        prefetch (bool): sample and fetch the next training batch in a background thread (on
+            its own process group) while the current step runs. (default: ``False``)
     """
 
     def __init__(
@@ -70,9 +88,34 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         epsilon: float = 0.03,
         store: str | None = None,
         verify_dataset: bool = True,
+        loader: str = "full",
+        num_neighbors: list[int] | None = None,
+        batch_size: int = 1,
+        shuffle: bool = False,
+        replace: bool = False,
+        eval_num_neighbors: list[int] | None = None,
+        cache_size: int = 0,
+        prefetch: bool = False,
     ) -> None:
         super().__init__()
         from lightning_gnn_dist.partition import get_partitioner
+
+        if loader not in LOADERS:
+            raise ValueError(f"undefined loader option {loader!r}; choose one of {LOADERS}")
+        if loader == "neighbor" and not num_neighbors:
+            raise ValueError("loader='neighbor' needs num_neighbors, e.g. [25, 10]")
+        self.loader = loader
+        self.neighbor_options = dict(
+            num_neighbors=num_neighbors,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            replace=replace,
+            eval_num_neighbors=eval_num_neighbors,
+            prefetch=prefetch,
+            seed=seed,
+        )
+        self.cache_size = cache_size
+        self.neighbor_loaders: NeighborLoaders | None = None
 
         self.partitioner = get_partitioner(method, seed=seed, epsilon=epsilon)
         if num_parts is not None and num_parts < 1:
@@ -159,6 +202,10 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         )
         for key in ("train_mask", "val_mask", "test_mask"):
             self.batch[f"num_{key.split('_')[0]}_global"] = self.global_mask_count(key)
+        if self.loader == "neighbor":
+            self.neighbor_loaders = _neighbor_loaders(
+                part, store.meta["mask_counts"], self.cache_size, self.neighbor_options
+            )
 
     # -- metadata available on every rank without the graph --------------------------------
     @property
@@ -174,22 +221,24 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         return int(sum(self.store.meta["mask_counts"].get(name, [0])))
 
     # -- loaders ------------------------------------------------------------------------------
-    def _loader(self) -> FullGraphLoader:
+    def _loader(self, split: str = "full") -> FullGraphLoader | NeighborLoader:
         if self.batch is None:
             raise RuntimeError("call setup() first (the Trainer does)")
+        if self.neighbor_loaders is not None and split != "full":
+            return self.neighbor_loaders.loader(split)
         return FullGraphLoader(self.batch)
 
-    def train_dataloader(self) -> FullGraphLoader:
-        return self._loader()
+    def train_dataloader(self) -> FullGraphLoader | NeighborLoader:
+        return self._loader("train")
 
-    def val_dataloader(self) -> FullGraphLoader:
-        return self._loader()
+    def val_dataloader(self) -> FullGraphLoader | NeighborLoader:
+        return self._loader("val")
 
-    def test_dataloader(self) -> FullGraphLoader:
-        return self._loader()
+    def test_dataloader(self) -> FullGraphLoader | NeighborLoader:
+        return self._loader("test")
 
-    def predict_dataloader(self) -> FullGraphLoader:
-        return self._loader()
+    def predict_dataloader(self) -> FullGraphLoader | NeighborLoader:
+        return self._loader("predict")
 
     def state_dict(self) -> dict[str, Any]:
         return {"store": str(self.store_path), "fingerprint": self.store.meta["fingerprint"]}
@@ -197,5 +246,21 @@ class GraphPartitionDataModule(pl.LightningDataModule):
     def __repr__(self) -> str:
         return (
             f"GraphPartitionDataModule(dataset={self._dataset_name!r}, method={self.method!r}, "
-            f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon})"
+            f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon}, loader={self.loader!r})"
         )
+
+
+def _neighbor_loaders(
+    part: LocalPartition, mask_counts: dict, cache_size: int, options: dict
+) -> NeighborLoaders:
+    """This rank's neighbour loaders; collective when a process group exists (every rank runs
+    ``setup`` together). Prefetching samples from a thread, so it gets its own group."""
+    import torch.distributed as dist
+
+    from lightning_gnn_dist.data.graph_store import PartitionedGraphStore
+
+    group = None
+    if dist.is_available() and dist.is_initialized() and options["prefetch"]:
+        group = dist.new_group(backend="gloo")
+    store = PartitionedGraphStore(part, group=group, cache_size=cache_size)
+    return NeighborLoaders(store, mask_counts, **options)

@@ -26,7 +26,6 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.comm.counters import CommCounter
-from lightning_gnn_dist.comm.exchange import make_exchange
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.sampler import InEdges
 
@@ -121,6 +120,8 @@ class PartitionedGraphStore:
 
     def _halo_dataset_ids(self) -> Tensor:
         """Dataset ids of the halo vertices, from their owners (one p2p halo exchange)."""
+        from lightning_gnn_dist.comm.exchange import make_exchange  # comm imports data
+
         exchange = make_exchange("p2p", self.partition, CommCounter(), self.group)
         ids = self.partition.global_ids.view(-1, 1)
         return exchange(ids, "setup").view(-1)
@@ -130,8 +131,11 @@ class PartitionedGraphStore:
     ) -> tuple[Tensor, Tensor]:
         """Send ``send`` (rows grouped by peer, ``send_counts [P]``); returns ``(recv, recv_counts)``.
 
-        ``recv_counts`` is exchanged first (counted as ``control``) unless given.
+        ``recv_counts`` is exchanged first (counted as ``control``) unless given. A single part
+        has nothing to exchange and needs no process group.
         """
+        if self.world_size == 1:
+            return send[:0], torch.zeros_like(send_counts)
         if recv_counts is None:
             recv_counts = torch.empty_like(send_counts)
             dist.all_to_all_single(recv_counts, send_counts, group=self.group)

@@ -151,3 +151,68 @@ class NeighborLoader:
             f"NeighborLoader(num_neighbors={self.neighbor_sampler.num_neighbors}, batch_size={self.batch_size}, "
             f"seeds={self.input_nodes.numel()}, steps={self.num_steps}, shuffle={self.shuffle})"
         )
+
+
+class NeighborLoaders:
+    """The train/val/test :class:`NeighborLoader` of one rank over one shared store.
+
+    Each split's steps per epoch are ``ceil(max_r n_r / batch_size)`` over the per-part counts
+    of its mask, so every rank runs the same number of steps (module docstring).
+
+    Args:
+        store: this rank's graph store.
+        mask_counts: per mask name (``"train_mask"``...), the seed count of every part.
+        num_neighbors: training fan-outs per hop.
+        eval_num_neighbors: validation/test fan-outs; ``-1`` everywhere gives exact
+            full-neighbourhood predictions. (default: ``num_neighbors``)
+        batch_size, shuffle, replace, seed, prefetch: as :class:`NeighborLoader` (shuffle and
+            prefetch apply to training only).
+    """
+
+    def __init__(
+        self,
+        store,
+        mask_counts: dict[str, list[int]],
+        num_neighbors: list[int],
+        batch_size: int,
+        shuffle: bool = True,
+        replace: bool = False,
+        seed: int = 0,
+        eval_num_neighbors: list[int] | None = None,
+        prefetch: bool = False,
+    ) -> None:
+        self.store, self.mask_counts = store, mask_counts
+        self.num_neighbors = num_neighbors
+        self.eval_num_neighbors = eval_num_neighbors or num_neighbors
+        self.batch_size, self.shuffle, self.replace = batch_size, shuffle, replace
+        self.seed, self.prefetch = seed, prefetch
+        self._loaders: dict[str, NeighborLoader] = {}
+
+    def loader(self, split: str) -> NeighborLoader:
+        """The loader of ``split`` (``"train"``, ``"val"``, ``"test"``, or ``"predict"``: every
+        owned vertex), built once."""
+        if split not in self._loaders:
+            part = self.store.partition
+            if split == "predict":
+                mask = torch.ones(part.num_owned, dtype=torch.bool)
+                counts = torch.diff(part.part_offsets).tolist()
+            else:
+                mask = getattr(part, f"{split}_mask")
+                if mask is None:
+                    raise ValueError(
+                        f"the dataset has no {split}_mask; cannot serve {split} batches"
+                    )
+                counts = self.mask_counts.get(f"{split}_mask", [int(mask.sum())])
+            train = split == "train"
+            self._loaders[split] = NeighborLoader(
+                self.store,
+                self.num_neighbors if train else self.eval_num_neighbors,
+                mask,
+                batch_size=self.batch_size,
+                shuffle=self.shuffle and train,
+                replace=self.replace,
+                seed=self.seed,
+                num_steps=math.ceil(max(counts) / self.batch_size),
+                prefetch=self.prefetch and train,
+            )
+        return self._loaders[split]
