@@ -15,9 +15,9 @@ from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.neighbor_loader import NeighborLoader, NeighborLoaders
+from lightning_gnn_dist.partition.store import PartitionStore, PartitionStoreError
 
 LOADERS = ("full", "neighbor")
-from lightning_gnn_dist.partition.store import PartitionStore, PartitionStoreError
 
 
 class FullGraphLoader:
