@@ -36,8 +36,8 @@ def hash_keys(*values: Tensor | int) -> Tensor:
     h = torch.tensor(0x9E3779B9, dtype=torch.long)
     for value in values:
         value = torch.as_tensor(value, dtype=torch.long)
-        h = _lowbias32(h ^ (value & _MASK32))
-        h = _lowbias32(h ^ ((value >> 32) & _MASK32))
+        folded = (value ^ (((value >> 32) * 0x9E3779B1) & _MASK32)) & _MASK32
+        h = _lowbias32(h ^ folded)
     return h
 
 
@@ -105,23 +105,78 @@ class InEdges:
         local = targets - self.start
         first, degree = self.colptr[local], self.colptr[local + 1] - self.colptr[local]
         stream = torch.as_tensor(stream, dtype=torch.long).expand(local.numel())
-        if replace and fanout >= 0:
-            counts = torch.where(degree > 0, fanout, 0)
-            seg = torch.repeat_interleave(torch.arange(local.numel()), counts)
-            draw = torch.arange(seg.numel()) - (torch.cumsum(counts, 0) - counts)[seg]
-            u = hash_keys(stream[seg], self.dst_key[local][seg], draw).double() / 2.0**32
-            offset = (u * degree[seg]).long()
-            return counts, self.src[first[seg] + offset]
-        seg = torch.repeat_interleave(torch.arange(local.numel()), degree)
-        seg_start = torch.cumsum(degree, 0) - degree
-        edge = first[seg] + torch.arange(seg.numel()) - seg_start[seg]
+        dst_key = self.dst_key[local]
         if fanout < 0:
+            _, edge = _segment_edges(first, degree, torch.arange(local.numel()))
             return degree, self.src[edge]
-        key = hash_keys(stream[seg], self.dst_key[local][seg], self.src_key[edge])
-        order = torch.argsort((seg << 32) | key)
-        seg, edge = seg[order], edge[order]
-        keep = torch.arange(seg.numel()) - seg_start[seg] < fanout
-        return degree.clamp(max=fanout), self.src[edge[keep]]
+        if replace:
+            return self._with_replacement(first, degree, stream, dst_key, fanout)
+        pieces = [_segment_edges(first, degree, (degree <= fanout).nonzero().view(-1))]
+        # High degree: the first `fanout` distinct of 2·fanout uniform draws (a uniform subset),
+        # so the work per target is O(fanout) whatever its degree; the rare target with too few
+        # distinct draws falls back to the key sort below, which is uniform too.
+        sparse = (degree > _SPARSE * fanout).nonzero().view(-1)
+        picked, missing = self._distinct_draws(first, degree, stream, dst_key, fanout, sparse)
+        pieces.append(picked)
+        dense = torch.cat(
+            [((degree > fanout) & (degree <= _SPARSE * fanout)).nonzero().view(-1), missing]
+        )
+        target, edge = _segment_edges(first, degree, dense)
+        key = hash_keys(stream[target], dst_key[target], self.src_key[edge])
+        order = torch.argsort((target << 32) | key)
+        target, edge = target[order], edge[order]
+        start = torch.searchsorted(target, target)
+        keep = torch.arange(target.numel()) - start < fanout
+        pieces.append((target[keep], edge[keep]))
+        target = torch.cat([t for t, _ in pieces])
+        edge = torch.cat([e for _, e in pieces])
+        order = torch.argsort(target, stable=True)
+        return torch.bincount(target, minlength=local.numel()), self.src[edge[order]]
+
+    def _with_replacement(self, first, degree, stream, dst_key, fanout):
+        counts = torch.where(degree > 0, fanout, 0)
+        target, offset, _ = _uniform_offsets(stream, dst_key, degree, counts)
+        return counts, self.src[first[target] + offset]
+
+    def _distinct_draws(self, first, degree, stream, dst_key, fanout, which):
+        """``((target, edge), missing)``: for each target in ``which`` the first ``fanout``
+        distinct in-edges of ``2 · fanout`` uniform draws; ``missing`` the targets with fewer."""
+        counts = torch.zeros_like(degree)
+        counts[which] = 2 * fanout
+        target, offset, draw = _uniform_offsets(stream, dst_key, degree, counts)
+        order = torch.argsort((target << 32) | offset, stable=True)  # draw order within ties
+        target, offset, draw = target[order], offset[order], draw[order]
+        first_seen = torch.ones_like(target, dtype=torch.bool)
+        first_seen[1:] = (target[1:] != target[:-1]) | (offset[1:] != offset[:-1])
+        target, offset, draw = target[first_seen], offset[first_seen], draw[first_seen]
+        order = torch.argsort((target << 32) | draw)
+        target, offset = target[order], offset[order]
+        keep = torch.arange(target.numel()) - torch.searchsorted(target, target) < fanout
+        target, offset = target[keep], offset[keep]
+        found = torch.bincount(target, minlength=degree.numel())[which]
+        complete = torch.isin(target, which[found >= fanout])
+        return (target[complete], first[target[complete]] + offset[complete]), which[found < fanout]
+
+
+_SPARSE = 4
+
+
+def _segment_edges(first: Tensor, degree: Tensor, which: Tensor) -> tuple[Tensor, Tensor]:
+    """``(target, edge)`` for every in-edge of the targets ``which`` (positions)."""
+    counts = degree[which]
+    target = torch.repeat_interleave(which, counts)
+    offset = torch.arange(target.numel()) - torch.repeat_interleave(
+        torch.cumsum(counts, 0) - counts, counts
+    )
+    return target, first[target] + offset
+
+
+def _uniform_offsets(stream: Tensor, dst_key: Tensor, degree: Tensor, counts: Tensor):
+    """``counts[t]`` uniform in-edge offsets of each target ``t``: ``(target, offset, draw)``."""
+    target = torch.repeat_interleave(torch.arange(counts.numel()), counts)
+    draw = torch.arange(target.numel()) - (torch.cumsum(counts, 0) - counts)[target]
+    u = hash_keys(stream[target], dst_key[target], draw).double() / 2.0**32
+    return target, (u * degree[target]).long(), draw
 
 
 @dataclass
