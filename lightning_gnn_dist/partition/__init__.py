@@ -10,6 +10,7 @@ from lightning_gnn_dist.partition.base import (
     get_partitioner,
     register_partitioner,
 )
+from lightning_gnn_dist.partition.blocks import GNNBlocksPartitioner
 from lightning_gnn_dist.partition.hypergraph import (
     ColumnNetHypergraph,
     HypergraphPartitioner,
@@ -23,6 +24,7 @@ from lightning_gnn_dist.partition.random import RandomPartitioner
 __all__ = [
     "PARTITIONERS",
     "ColumnNetHypergraph",
+    "GNNBlocksPartitioner",
     "HypergraphPartitioner",
     "KaHyParPartitioner",
     "MetisPartitioner",
