@@ -32,6 +32,20 @@ def _part(rank, world_size):
     return graph, list(build_local_partitions(graph, assignment.numpy(), world_size))[rank]
 
 
+def _routing(part, dataset_ids):
+    """Routing (relabelled) ids of dataset ids, from every part's owned ids (test-only: it
+    rebuilds the whole relabelling)."""
+    graph = _graph()
+    world = part.num_parts
+    assignment = torch.randint(
+        0, world, (graph.num_nodes,), generator=torch.Generator().manual_seed(5)
+    )
+    new_to_old = torch.argsort(assignment, stable=True)
+    old_to_new = torch.empty_like(new_to_old)
+    old_to_new[new_to_old] = torch.arange(graph.num_nodes)
+    return old_to_new[dataset_ids]
+
+
 def _model():
     torch.manual_seed(0)
     return SAGE([FEATURES, 12, 12, 3])
@@ -73,6 +87,7 @@ def _same_as_single_process(rank, world_size, cache_size):
     whole = LocalGraphStore(graph)
     model = _model()
     report = {"loss_diff": 0.0, "grad_diff": 0.0, "remote_rows": 0, "cache_rows": 0}
+    report.update(sampling_request_rows=0, sampling_response_rows=0)
     store.counter.reset()
     before = store.cache_hit_rows
     for step, batch in enumerate(loader):
@@ -97,12 +112,25 @@ def _same_as_single_process(rank, world_size, cache_size):
             grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
         report["loss_diff"] = max(report["loss_diff"], float((losses[0] - losses[1]).abs()))
         report["grad_diff"] = max(report["grad_diff"], float((grads[0] - grads[1]).abs().max()))
-        report["remote_rows"] += int((~torch.isin(batch.n_id, part.global_ids)).sum())
+        remote = ~torch.isin(batch.n_id, part.global_ids)
+        report["remote_rows"] += int(remote.sum())
+        # Hop 1 expands the (owned) seeds locally; hop 2 asks the owners of the remote hop-1
+        # vertices: one row per target plus one stream header per owner asked, and gets back
+        # one count per target plus its sampled sources.
+        hop1 = torch.arange(batch.batch_size, batch.batch_size + batch.num_sampled_nodes[1])
+        asked = hop1[remote[hop1]]
+        owners = (
+            torch.searchsorted(part.part_offsets, _routing(part, batch.n_id[asked]), right=True) - 1
+        )
+        hop2_targets = batch.edge_index[1, batch.num_sampled_edges[0] :]
+        report["sampling_request_rows"] += asked.numel() + owners.unique().numel()
+        report["sampling_response_rows"] += asked.numel() + int(remote[hop2_targets].sum())
     traffic = {(t["layer"], t["direction"]): t for t in store.counter.as_dicts()}
     report["rows_requested"] = traffic[("features", "request")]["rows_sent"]
     report["x_bytes"] = traffic[("features", "response")]["bytes_received"]
     report["cache_rows"] = store.cache_hit_rows - before
-    report["sampling_bytes"] = traffic.get(("sampling", "request"), {}).get("bytes_sent", 0)
+    report["sampling_request_sent"] = traffic[("sampling", "request")]["rows_sent"]
+    report["sampling_response_received"] = traffic[("sampling", "response")]["rows_received"]
     return report
 
 
@@ -115,4 +143,5 @@ def test_partitioned_batches_give_identical_losses_and_gradients(world_size, cac
         # float32 rows plus (dataset id, label) as two int64 per row
         assert report["x_bytes"] == report["rows_requested"] * (FEATURES * 4 + 2 * 8)
         assert (report["cache_rows"] > 0) == (cache_size > 0)
-        assert report["sampling_bytes"] > 0
+        assert report["sampling_request_sent"] == report["sampling_request_rows"] > 0
+        assert report["sampling_response_received"] == report["sampling_response_rows"] > 0
