@@ -24,26 +24,14 @@ def _graph():
     return random_graph(240, 1400, seed=11, features=FEATURES)
 
 
+def _assignment(num_nodes, world_size):
+    return torch.randint(0, world_size, (num_nodes,), generator=torch.Generator().manual_seed(5))
+
+
 def _part(rank, world_size):
     graph = _graph()
-    assignment = torch.randint(
-        0, world_size, (graph.num_nodes,), generator=torch.Generator().manual_seed(5)
-    )
+    assignment = _assignment(graph.num_nodes, world_size)
     return graph, list(build_local_partitions(graph, assignment.numpy(), world_size))[rank]
-
-
-def _routing(part, dataset_ids):
-    """Routing (relabelled) ids of dataset ids, from every part's owned ids (test-only: it
-    rebuilds the whole relabelling)."""
-    graph = _graph()
-    world = part.num_parts
-    assignment = torch.randint(
-        0, world, (graph.num_nodes,), generator=torch.Generator().manual_seed(5)
-    )
-    new_to_old = torch.argsort(assignment, stable=True)
-    old_to_new = torch.empty_like(new_to_old)
-    old_to_new[new_to_old] = torch.arange(graph.num_nodes)
-    return old_to_new[dataset_ids]
 
 
 def _model():
@@ -119,9 +107,7 @@ def _same_as_single_process(rank, world_size, cache_size):
         # one count per target plus its sampled sources.
         hop1 = torch.arange(batch.batch_size, batch.batch_size + batch.num_sampled_nodes[1])
         asked = hop1[remote[hop1]]
-        owners = (
-            torch.searchsorted(part.part_offsets, _routing(part, batch.n_id[asked]), right=True) - 1
-        )
+        owners = _assignment(graph.num_nodes, world_size)[batch.n_id[asked]]
         hop2_targets = batch.edge_index[1, batch.num_sampled_edges[0] :]
         report["sampling_request_rows"] += asked.numel() + owners.unique().numel()
         report["sampling_response_rows"] += asked.numel() + int(remote[hop2_targets].sum())
