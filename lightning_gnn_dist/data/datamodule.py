@@ -13,6 +13,7 @@ from typing import Any
 import pytorch_lightning as pl
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.data.eval_batch import split_first
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.neighbor_loader import NeighborLoader, NeighborLoaders
 from lightning_gnn_dist.partition.store import PartitionStore, PartitionStoreError
@@ -73,6 +74,12 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         replace (bool): sample neighbours with replacement. (default: ``False``)
         eval_num_neighbors (list[int], optional): validation/test fan-outs; ``[-1, ...]`` gives
             exact full-neighbourhood predictions. (default: ``num_neighbors``)
+        eval_loader (str): with ``loader="neighbor"``, how validation/test/predict run:
+            ``"neighbor"`` (sampled mini-batches of the rank's own vertices, fan-outs
+            ``eval_num_neighbors``) or ``"full"`` (exact layer-wise inference: one batch per rank
+            holding its whole part with the split's vertices first, ``batch_size`` = their
+            count; the strategy runs the model with the halo exchange). (default:
+            ``"neighbor"``)
         cache_size (int): remote feature rows cached per rank (hot halo rows). (default: ``0``)
         prefetch (bool): sample and fetch the next training batch in a background thread (on
             its own process group) while the current step runs. (default: ``False``)
@@ -94,6 +101,7 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         shuffle: bool = False,
         replace: bool = False,
         eval_num_neighbors: list[int] | None = None,
+        eval_loader: str = "neighbor",
         cache_size: int = 0,
         prefetch: bool = False,
     ) -> None:
@@ -104,7 +112,12 @@ class GraphPartitionDataModule(pl.LightningDataModule):
             raise ValueError(f"undefined loader option {loader!r}; choose one of {LOADERS}")
         if loader == "neighbor" and not num_neighbors:
             raise ValueError("loader='neighbor' needs num_neighbors, e.g. [25, 10]")
-        self.loader = loader
+        if eval_loader not in ("neighbor", "full"):
+            raise ValueError(
+                f"undefined eval_loader option {eval_loader!r}; choose 'neighbor' or 'full'"
+            )
+        self.loader, self.eval_loader = loader, eval_loader
+        self._eval_views: dict = {}
         self.neighbor_options = dict(
             num_neighbors=num_neighbors,
             batch_size=batch_size,
@@ -221,9 +234,20 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         return int(sum(self.store.meta["mask_counts"].get(name, [0])))
 
     # -- loaders ------------------------------------------------------------------------------
+    def eval_partition(self, split: str) -> LocalPartition | None:
+        """With ``eval_loader="full"``: the partition (owned rows of ``split`` first) the
+        strategy runs ``split``'s batch on; ``None`` when batches are sampled or full-batch."""
+        if self.neighbor_loaders is None or self.eval_loader != "full" or split == "train":
+            return None
+        if split not in self._eval_views:
+            self._eval_views[split] = split_first(self.local_partition, split)
+        return self._eval_views[split][0]
+
     def _loader(self, split: str = "full") -> FullGraphLoader | NeighborLoader:
         if self.batch is None:
             raise RuntimeError("call setup() first (the Trainer does)")
+        if self.eval_partition(split) is not None:
+            return FullGraphLoader(self._eval_views[split][1])
         if self.neighbor_loaders is not None and split != "full":
             return self.neighbor_loaders.loader(split)
         return FullGraphLoader(self.batch)

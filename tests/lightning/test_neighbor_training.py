@@ -11,6 +11,7 @@ import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from torch_geometric.nn import SAGEConv
+from torchmetrics.classification import MulticlassAccuracy
 
 from lightning_gnn_dist import GraphPartitionDataModule
 from lightning_gnn_dist.data import load_dataset
@@ -125,3 +126,51 @@ def test_neighbor_loader_training_averages_gradients_over_ranks(world_size, tmp_
         torch.testing.assert_close(torch.tensor(final[key]), value, rtol=1e-5, atol=1e-5)
     if world_size > 1:  # the ranks' batches differ, so the mean is not any single rank's update
         assert batches[0][0]["n_id"] != batches[1][0]["n_id"]
+
+
+class EvalSAGE(PlainSAGE):
+    """Validation as in PyG's example: predictions of the batch's seeds only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.val_acc = MulticlassAccuracy(4, average="micro")
+
+    def validation_step(self, batch, batch_idx):
+        out = self(batch.x, batch.edge_index)[: batch.batch_size]
+        self.val_acc.update(out, batch.y[: batch.batch_size])
+        self.log("val_acc", self.val_acc, batch_size=batch.batch_size)
+        self.log("val_logit_sum", out.sum(), reduce_fx="sum", sync_dist=True, batch_size=1)
+
+
+@pytest.mark.parametrize(("eval_loader", "world_size"), [("full", 1), ("full", 3), ("neighbor", 2)])
+def test_exact_evaluation_equals_full_graph(eval_loader, world_size, tmp_path):
+    """Layer-wise inference with the halo exchange, or sampled batches with fan-out -1: the
+    synchronised accuracy and logits equal one full-graph forward pass."""
+    pl.seed_everything(0)
+    module = EvalSAGE()
+    graph = load_dataset(DATASET)
+    with torch.no_grad():
+        out = module(graph.x, graph.edge_index)[graph.val_mask]
+    expected_acc = float((out.argmax(1) == graph.y[graph.val_mask]).float().mean())
+    datamodule = GraphPartitionDataModule(
+        DATASET,
+        method="metis",
+        num_parts=world_size,
+        root=str(tmp_path / "stores"),
+        loader="neighbor",
+        num_neighbors=[4, 3],
+        eval_num_neighbors=[-1, -1],
+        eval_loader=eval_loader,
+        batch_size=30,
+    )
+    trainer = pl.Trainer(
+        strategy="gnn_ddp_fork",
+        accelerator="cpu",
+        devices=world_size,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    (metrics,) = trainer.validate(module, datamodule=datamodule, verbose=False)
+    assert metrics["val_acc"] == pytest.approx(expected_acc, abs=1e-6)
+    assert metrics["val_logit_sum"] == pytest.approx(float(out.sum()), abs=1e-3)
