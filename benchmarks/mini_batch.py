@@ -12,8 +12,8 @@ in the same invocation (absolute numbers are given alongside). Sections:
 (a) sampler throughput (sampled edges/s, one process, whole graph) and the sampling share of a
     training step: ``(sample + feature gather) / step`` without prefetch, and the time a step
     still waits for its batch with prefetch;
-(b) remote traffic per step at 4 ranks for hypergraph, METIS and random partitions, normalised
-    to random: feature rows fetched from other ranks, their bytes, and sampling request/response
+(b) remote traffic per step at 4 ranks for hypergraph, METIS, ``gnn-blocks`` and random
+    partitions, normalised to random: feature rows fetched from other ranks, their bytes, and sampling request/response
     bytes; plus the bytes a cache of hot remote rows saves;
 (c) time per step and peak memory per rank at 1, 2 and 4 ranks against one process training on
     the whole graph with the same sampler (2 cores here: 4 ranks oversubscribe them);
@@ -243,7 +243,8 @@ def main() -> None:
     report["sampler"] = _in_child(sampler_section, spec, steps)
 
     print("(b) remote traffic per partition method at 4 ranks", flush=True)
-    stores = {m: _in_child(partition, spec, m, 4, root) for m in ("random", "metis", "hypergraph")}
+    methods = ("random", "metis", "hypergraph", "gnn-blocks")
+    stores = {m: _in_child(partition, spec, m, 4, root) for m in methods}
     traffic = {}
     for method, path in stores.items():
         results = run_ranks(_rank_run, 4, path, steps, 0, False, False, timeout=1800)
