@@ -64,6 +64,10 @@ class LocalGraphStore:
         """Dataset ids → routing ids (the identity here)."""
         return ids
 
+    def dataset_ids(self, mask: Tensor) -> Tensor:
+        """Dataset ids of the vertices a ``[num_nodes] bool`` mask selects."""
+        return mask.nonzero().view(-1)
+
 
 class PartitionedGraphStore:
     """One rank's part; remote structure and rows come from their owners.
@@ -255,6 +259,10 @@ class PartitionedGraphStore:
         )
         y = None if part.y is None else meta[:, 1].to(part.y.dtype)
         return FetchedRows(x, y, meta[:, 0])
+
+    def dataset_ids(self, mask: Tensor) -> Tensor:
+        """Dataset ids of the owned vertices a ``[num_owned] bool`` mask selects."""
+        return self.partition.global_ids[mask]
 
     def to_routing(self, ids: Tensor) -> Tensor:
         """Dataset ids of owned vertices → routing ids."""

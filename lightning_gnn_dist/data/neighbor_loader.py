@@ -68,9 +68,7 @@ class NeighborLoader:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1 (got {batch_size})")
         if input_nodes.dtype == torch.bool:
-            input_nodes = input_nodes.nonzero().view(-1)
-            if hasattr(store, "partition"):
-                input_nodes = store.partition.global_ids[input_nodes]
+            input_nodes = store.dataset_ids(input_nodes)
         self.store, self.neighbor_sampler = store, NeighborSampler(num_neighbors, replace)
         self.input_nodes = input_nodes
         self._seeds = store.to_routing(input_nodes)
