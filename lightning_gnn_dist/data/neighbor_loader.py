@@ -83,6 +83,9 @@ class NeighborLoader:
             )
         self.prefetch = prefetch
         self.epoch = 0
+        # Lightning's loops call ``loader.sampler.set_epoch(epoch)`` before every epoch, so a
+        # resumed run continues with the epoch's own shuffle and random streams.
+        self.sampler = _EpochSetter(self)
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch of the next iteration (each iteration otherwise advances it by one)."""
@@ -149,6 +152,16 @@ class NeighborLoader:
             f"NeighborLoader(num_neighbors={self.neighbor_sampler.num_neighbors}, batch_size={self.batch_size}, "
             f"seeds={self.input_nodes.numel()}, steps={self.num_steps}, shuffle={self.shuffle})"
         )
+
+
+class _EpochSetter:
+    """The ``sampler`` attribute Lightning looks for to pass the epoch number."""
+
+    def __init__(self, loader: NeighborLoader) -> None:
+        self.loader = loader
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
 
 
 class NeighborLoaders:
