@@ -86,6 +86,7 @@ class NeighborLoader:
         # Lightning's loops call ``loader.sampler.set_epoch(epoch)`` before every epoch, so a
         # resumed run continues with the epoch's own shuffle and random streams.
         self.sampler = _EpochSetter(self)
+        self.batch_sampler = None  # read by Lightning's shuffle check next to ``sampler``
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch of the next iteration (each iteration otherwise advances it by one)."""
