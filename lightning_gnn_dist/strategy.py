@@ -51,6 +51,12 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
       ``batch.train_mask`` rows (what single-process code computes); it is multiplied by
       ``local train count / global train count``. With ``"sum"`` it is used as is.
 
+    With ``GraphPartitionDataModule(loader="neighbor")`` (owner-compute mini-batches, DistDGL)
+    the model runs unchanged on each rank's sampled batch: no halo exchange runs inside the
+    model, and gradients are **averaged** over ranks (DDP semantics). With
+    ``eval_loader="full"`` validation/test/predict run on the whole part with the halo exchange
+    (exact layer-wise inference).
+
     Requires :class:`~lightning_gnn_dist.data.GraphPartitionDataModule` (or any datamodule with a
     ``local_partition`` and ``global_mask_count(name)``), whose number of parts must equal the
     world size.
@@ -111,6 +117,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         self.graph_context: GraphContext | None = None
         self._loss_weight = 1.0
         self._resume: dict[str, Any] | None = None  # this rank's state from a loaded checkpoint
+        self.data_parallel = False
 
     # -- launch -------------------------------------------------------------------------------
     def _configure_launcher(self) -> None:
@@ -156,6 +163,15 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 f"the graph is partitioned into {partition.num_parts} parts but {self.world_size} processes run; "
                 "set num_parts to the world size (devices x num_nodes) or change devices"
             )
+        if getattr(datamodule, "loader", "full") == "neighbor":
+            # Sampling and feature fetch happen in the loader; the model sees a local batch.
+            # Its layers are still made distributed: outside a graph context they are the PyG
+            # layers, inside one (eval_loader="full") they exchange halo rows.
+            self.data_parallel = True
+            self._eval_contexts: dict[str, GraphContext] = {}
+            distribute(self.lightning_module)
+            super().setup(trainer)
+            return
         partition = _to_device(partition, self.root_device)
         exchange = make_exchange(
             self.exchange_mode, partition, self.comm_counters["train"], **self.exchange_options
@@ -246,6 +262,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 p.grad = torch.zeros_like(p)
         flat = torch.cat([p.grad.reshape(-1) for p in params])
         dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        if self.data_parallel:
+            flat /= self.world_size
         offset = 0
         for p in params:
             p.grad.copy_(flat[offset : offset + p.numel()].view_as(p))
@@ -255,6 +273,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     @contextmanager
     def _in_graph(self, stage: str):
         context = self.graph_context
+        if self.data_parallel:
+            context = self._eval_context(stage)
+            if context is None:
+                yield
+                return
         if context is None:
             raise RuntimeError("GNNStrategy.setup has not run: no graph context")
         context.exchange.counter = self.comm_counters[stage]
@@ -263,6 +286,20 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         context.exchange.begin_round(epoch if stage == "train" else None)
         with use_graph_context(context):
             yield
+
+    def _eval_context(self, stage: str) -> GraphContext | None:
+        """Mini-batch mode: the graph context of ``stage``'s exact full-part batch, if any."""
+        split = {"validate": "val", "test": "test", "predict": "predict"}.get(stage)
+        datamodule = self.lightning_module.trainer.datamodule
+        eval_partition = getattr(datamodule, "eval_partition", None)
+        partition = eval_partition(split) if split and eval_partition else None
+        if partition is None:
+            return None
+        if stage not in self._eval_contexts:
+            partition = _to_device(partition, self.root_device)
+            exchange = make_exchange(self.exchange_mode, partition, self.comm_counters[stage])
+            self._eval_contexts[stage] = GraphContext(partition, exchange)
+        return self._eval_contexts[stage]
 
     def training_step(self, *args: Any, **kwargs: Any):
         with self._in_graph("train"):

@@ -95,6 +95,7 @@ def test_existing_module_single_process_then_gnn_ddp(tmp_path):
 
 def test_examples_exist():
     assert (EXAMPLES / "existing_module.py").is_file()
+    assert (EXAMPLES / "neighbor_sage.py").is_file()
     assert {p.name for p in CONFIGS} >= {
         "gcn_digits.yaml",
         "graphsage_digits.yaml",
@@ -211,3 +212,18 @@ def test_graphsage_lightning_example_single_then_distributed(tmp_path):
     assert dist["best_checkpoint_val_acc"] == pytest.approx(dist["best_val_acc"], abs=1e-6)
     assert dist["last_train_loss"] == pytest.approx(single["last_train_loss"], abs=1e-5)
     assert dist["best_val_acc"] == pytest.approx(single["best_val_acc"], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_neighbor_sage_single_process_then_gnn_ddp(tmp_path):
+    script = str(EXAMPLES / "neighbor_sage.py")
+    result = _run([script, "--epochs", "4", "--hidden", "64"], cwd=tmp_path)
+    assert result.returncode == 0, _tail(result.stdout, result.stderr)
+    single = re.findall(r"^single-process test accuracy: ([0-9.]+)$", result.stdout, re.M)
+    dist = re.findall(
+        r"^distributed \(gnn_ddp, 2 processes\) test accuracy: ([0-9.]+)$", result.stdout, re.M
+    )
+    assert len(single) == 1 and len(dist) == 1, _tail(result.stdout, result.stderr)
+    # Different seeds per rank and sampled neighbourhoods: the same accuracy band, not equal.
+    assert float(single[0]) > 0.8 and float(dist[0]) > 0.8
+    assert abs(float(single[0]) - float(dist[0])) < 0.08

@@ -12,6 +12,8 @@ from .datasets import (
 )
 from .formats import read_edgelist, read_metis, read_mtx
 from .graph import canonicalize
+from .graph_store import LocalGraphStore, PartitionedGraphStore
+from .neighbor_loader import NeighborLoader
 from .ogb import load_ogb
 from .synthetic import add_synthetic_features, random_split_masks, rmat, rmat_edge_index, sbm
 
@@ -20,6 +22,9 @@ __all__ = [
     "DatasetError",
     "DatasetKind",
     "DatasetSpec",
+    "LocalGraphStore",
+    "NeighborLoader",
+    "PartitionedGraphStore",
     "add_synthetic_features",
     "canonicalize",
     "load_dataset",

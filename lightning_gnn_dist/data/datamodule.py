@@ -1,4 +1,5 @@
-"""``GraphPartitionDataModule``: partition once, load one part per rank, serve full batches."""
+"""``GraphPartitionDataModule``: partition once, load one part per rank, serve full batches
+(``loader="full"``) or sampled mini-batches of the rank's own vertices (``loader="neighbor"``)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ from typing import Any
 from torch_geometric.data import Data
 
 from lightning_gnn_dist._compat import LightningNeutral
+from lightning_gnn_dist.data.eval_batch import split_first
 from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.data.neighbor_loader import NeighborLoader, NeighborLoaders
 from lightning_gnn_dist.partition.store import PartitionStore, PartitionStoreError
+
+LOADERS = ("full", "neighbor")
 
 
 class FullGraphLoader:
@@ -61,6 +66,26 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         force (bool): rebuild the partition store in ``prepare_data`` even if it exists (e.g. a
             corrupt one); the old store is replaced atomically once the new one is complete.
             (default: ``False``)
+        loader (str): ``"full"`` (one batch per epoch: the rank's part, for the halo-exchange
+            modes) or ``"neighbor"`` (owner-compute mini-batches of sampled neighbourhoods in
+            PyG's ``NeighborLoader`` layout, see :class:`~lightning_gnn_dist.data.NeighborLoader`;
+            ``GNNStrategy`` then averages gradients like DDP). (default: ``"full"``)
+        num_neighbors (list[int], optional): fan-out per hop for ``loader="neighbor"``, ``-1``
+            for all in-neighbours. (default: ``None``)
+        batch_size (int): seeds per step and rank at most. (default: ``1``)
+        shuffle (bool): reshuffle the training seeds every epoch. (default: ``False``)
+        replace (bool): sample neighbours with replacement. (default: ``False``)
+        eval_num_neighbors (list[int], optional): validation/test fan-outs; ``[-1, ...]`` gives
+            exact full-neighbourhood predictions. (default: ``num_neighbors``)
+        eval_loader (str): with ``loader="neighbor"``, how validation/test/predict run:
+            ``"neighbor"`` (sampled mini-batches of the rank's own vertices, fan-outs
+            ``eval_num_neighbors``) or ``"full"`` (exact layer-wise inference: one batch per rank
+            holding its whole part with the split's vertices first, ``batch_size`` = their
+            count; the strategy runs the model with the halo exchange). (default:
+            ``"neighbor"``)
+        cache_size (int): remote feature rows cached per rank (hot halo rows). (default: ``0``)
+        prefetch (bool): sample and fetch the next training batch in a background thread (on
+            its own process group) while the current step runs. (default: ``False``)
 
     Integrity: ``prepare_data`` refuses a store with an edited ``meta.json`` or a missing or
     resized file (cheap: no file is read), and each rank hashes the one part it loads in
@@ -79,9 +104,40 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         store: str | None = None,
         verify_dataset: bool = True,
         force: bool = False,
+        loader: str = "full",
+        num_neighbors: list[int] | None = None,
+        batch_size: int = 1,
+        shuffle: bool = False,
+        replace: bool = False,
+        eval_num_neighbors: list[int] | None = None,
+        eval_loader: str = "neighbor",
+        cache_size: int = 0,
+        prefetch: bool = False,
     ) -> None:
         super().__init__()
         from lightning_gnn_dist.partition import get_partitioner
+
+        if loader not in LOADERS:
+            raise ValueError(f"undefined loader option {loader!r}; choose one of {LOADERS}")
+        if loader == "neighbor" and not num_neighbors:
+            raise ValueError("loader='neighbor' needs num_neighbors, e.g. [25, 10]")
+        if eval_loader not in ("neighbor", "full"):
+            raise ValueError(
+                f"undefined eval_loader option {eval_loader!r}; choose 'neighbor' or 'full'"
+            )
+        self.loader, self.eval_loader = loader, eval_loader
+        self._eval_views: dict = {}
+        self.neighbor_options = dict(
+            num_neighbors=num_neighbors,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            replace=replace,
+            eval_num_neighbors=eval_num_neighbors,
+            prefetch=prefetch,
+            seed=seed,
+        )
+        self.cache_size = cache_size
+        self.neighbor_loaders: NeighborLoaders | None = None
 
         self.partitioner = get_partitioner(method, seed=seed, epsilon=epsilon)
         if num_parts is not None and num_parts < 1:
@@ -178,6 +234,10 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         )
         for key in ("train_mask", "val_mask", "test_mask"):
             self.batch[f"num_{key.split('_')[0]}_global"] = self.global_mask_count(key)
+        if self.loader == "neighbor":
+            self.neighbor_loaders = _neighbor_loaders(
+                part, store.meta["mask_counts"], self.cache_size, self.neighbor_options
+            )
 
     # -- metadata available on every rank without the graph --------------------------------
     @property
@@ -193,22 +253,35 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         return int(sum(self.store.meta["mask_counts"].get(name, [0])))
 
     # -- loaders ------------------------------------------------------------------------------
-    def _loader(self) -> FullGraphLoader:
+    def eval_partition(self, split: str) -> LocalPartition | None:
+        """With ``eval_loader="full"``: the partition (owned rows of ``split`` first) the
+        strategy runs ``split``'s batch on; ``None`` when batches are sampled or full-batch."""
+        if self.neighbor_loaders is None or self.eval_loader != "full" or split == "train":
+            return None
+        if split not in self._eval_views:
+            self._eval_views[split] = split_first(self.local_partition, split)
+        return self._eval_views[split][0]
+
+    def _loader(self, split: str = "full") -> FullGraphLoader | NeighborLoader:
         if self.batch is None:
             raise RuntimeError("call setup() first (the Trainer does)")
+        if self.eval_partition(split) is not None:
+            return FullGraphLoader(self._eval_views[split][1])
+        if self.neighbor_loaders is not None and split != "full":
+            return self.neighbor_loaders.loader(split)
         return FullGraphLoader(self.batch)
 
-    def train_dataloader(self) -> FullGraphLoader:
-        return self._loader()
+    def train_dataloader(self) -> FullGraphLoader | NeighborLoader:
+        return self._loader("train")
 
-    def val_dataloader(self) -> FullGraphLoader:
-        return self._loader()
+    def val_dataloader(self) -> FullGraphLoader | NeighborLoader:
+        return self._loader("val")
 
-    def test_dataloader(self) -> FullGraphLoader:
-        return self._loader()
+    def test_dataloader(self) -> FullGraphLoader | NeighborLoader:
+        return self._loader("test")
 
-    def predict_dataloader(self) -> FullGraphLoader:
-        return self._loader()
+    def predict_dataloader(self) -> FullGraphLoader | NeighborLoader:
+        return self._loader("predict")
 
     def state_dict(self) -> dict[str, Any]:
         return {"store": str(self.store_path), "fingerprint": self.store.meta["fingerprint"]}
@@ -216,6 +289,22 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
     def __repr__(self) -> str:
         return (
             f"GraphPartitionDataModule(dataset={self._dataset_name!r}, method={self.method!r}, "
-            f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon}"
-            + (", force=True)" if self.force else ")")
+            f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon}, "
+            f"loader={self.loader!r}" + (", force=True)" if self.force else ")")
         )
+
+
+def _neighbor_loaders(
+    part: LocalPartition, mask_counts: dict, cache_size: int, options: dict
+) -> NeighborLoaders:
+    """This rank's neighbour loaders; collective when a process group exists (every rank runs
+    ``setup`` together). Prefetching samples from a thread, so it gets its own group."""
+    import torch.distributed as dist
+
+    from lightning_gnn_dist.data.graph_store import PartitionedGraphStore
+
+    group = None
+    if dist.is_available() and dist.is_initialized() and options["prefetch"]:
+        group = dist.new_group(backend="gloo")
+    store = PartitionedGraphStore(part, group=group, cache_size=cache_size)
+    return NeighborLoaders(store, mask_counts, **options)

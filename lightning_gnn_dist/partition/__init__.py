@@ -10,6 +10,7 @@ from lightning_gnn_dist.partition.base import (
     get_partitioner,
     register_partitioner,
 )
+from lightning_gnn_dist.partition.blocks import GNNBlocksPartitioner
 from lightning_gnn_dist.partition.hypergraph import (
     ColumnNetHypergraph,
     HypergraphPartitioner,
@@ -24,6 +25,7 @@ from lightning_gnn_dist.partition.vertex_cut import VertexCutPartitioner, vertex
 __all__ = [
     "PARTITIONERS",
     "ColumnNetHypergraph",
+    "GNNBlocksPartitioner",
     "HypergraphPartitioner",
     "KaHyParPartitioner",
     "MetisPartitioner",

@@ -1,0 +1,348 @@
+"""Data-parallel mini-batch benchmark: the neighbour sampler, remote fetches, ranks, prefetch.
+
+    python benchmarks/mini_batch.py            # default configuration (~6 min on 2 cores)
+    python benchmarks/mini_batch.py --quick    # smoke configuration (< 1 min)
+
+Writes ``benchmarks/results/mini_batch.json`` and ``benchmarks/results/mini_batch.md``. Graph:
+a directed R-MAT graph (default ``scale=16, edge_factor=17``: 65,536 vertices, ~1.01 M edges,
+100 features, 16 classes); model: PyG ``GraphSAGE`` with 2 layers of width 256; sampler
+``[25, 10]``, 1024 seeds per step and rank. Every figure is a ratio against a baseline measured
+in the same invocation (absolute numbers are given alongside). Sections:
+
+(a) sampler throughput (sampled edges/s, one process, whole graph) and the sampling share of a
+    training step: ``(sample + feature gather) / step`` without prefetch, and the time a step
+    still waits for its batch with prefetch;
+(b) remote traffic per step at 4 ranks for hypergraph, METIS, ``gnn-blocks`` and random
+    partitions, normalised to random: feature rows fetched from other ranks, their bytes, and sampling request/response
+    bytes; plus the bytes a cache of hot remote rows saves;
+(c) time per step and peak memory per rank at 1, 2 and 4 ranks against one process training on
+    the whole graph with the same sampler (2 cores here: 4 ranks oversubscribe them);
+(d) prefetch gain: time per step with the next batch sampled in a background thread, against
+    without, at 1 and 2 ranks.
+
+Every measurement runs in a forked child of a parent that never loads the graph, so each peak
+RSS is that process's own.
+"""
+
+# ruff: noqa: E402  (the environment must be set before torch is imported)
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+
+import argparse
+import datetime
+import json
+import multiprocessing as mp
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import psutil
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch_geometric.nn import GraphSAGE
+
+from lightning_gnn_dist.data import (
+    LocalGraphStore,
+    NeighborLoader,
+    PartitionedGraphStore,
+    load_dataset,
+)
+from lightning_gnn_dist.partition import get_partitioner
+from lightning_gnn_dist.partition.store import PartitionStore, partition_to_store
+from tests.distributed import run_ranks
+
+RESULTS = REPO / "benchmarks" / "results"
+FANOUT, BATCH, HIDDEN = [25, 10], 1024, 256
+
+
+def vm_hwm_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def _in_child(fn, *args):
+    """Run ``fn(*args)`` in a forked single process; return its (picklable) result."""
+    return run_ranks(lambda rank, world, *a: fn(*a), 1, *args, timeout=1800)[0]
+
+
+def _model(data_features: int, classes: int) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return GraphSAGE(data_features, HIDDEN, 2, classes)
+
+
+def _train_steps(loader: NeighborLoader, model, steps: int, world: int) -> dict:
+    """Time ``steps`` training steps after one warm-up step; split batch wait vs compute."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    params = list(model.parameters())
+    wait, total = [], []
+    iterator = _epochs(loader)
+    for step in range(steps + 1):
+        start = time.perf_counter()
+        batch = next(iterator)
+        got = time.perf_counter()
+        optimizer.zero_grad()
+        out = model(batch.x, batch.edge_index)[: batch.batch_size]
+        F.cross_entropy(out, batch.y[: batch.batch_size]).backward()
+        if world > 1:
+            flat = torch.cat([p.grad.flatten() for p in params])
+            dist.all_reduce(flat)
+            flat /= world
+            offset = 0
+            for p in params:
+                p.grad.copy_(flat[offset : offset + p.numel()].view_as(p))
+                offset += p.numel()
+        optimizer.step()
+        if step:
+            wait.append(got - start)
+            total.append(time.perf_counter() - start)
+    return {"step_s": statistics.median(total), "wait_s": statistics.median(wait)}
+
+
+def _epochs(loader: NeighborLoader):
+    """Batches of epoch after epoch (every rank runs the same steps per epoch)."""
+    while True:
+        yield from loader
+
+
+# -- (a) ------------------------------------------------------------------------------------------
+def sampler_section(spec: str, steps: int) -> dict:
+    start_rss = psutil.Process().memory_info().rss
+    data = load_dataset(spec)
+    store = LocalGraphStore(data)
+    loader = NeighborLoader(store, FANOUT, data.train_mask, batch_size=BATCH, shuffle=True)
+    positions = loader.batches()[: steps + 1]
+    sample_s, fetch_s, edges = [], [], 0
+    for step, pos in enumerate(positions):
+        seeds = loader._seeds[pos]
+        t0 = time.perf_counter()
+        graph = loader.neighbor_sampler.sample(seeds, step, store.sample_hop)
+        t1 = time.perf_counter()
+        store.fetch(graph.n_id)
+        t2 = time.perf_counter()
+        if step:
+            sample_s.append(t1 - t0)
+            fetch_s.append(t2 - t1)
+            edges += graph.edge_index.size(1)
+    model = _model(data.num_features, int(data.y.max()) + 1)
+    plain = _train_steps(loader, model, steps, 1)
+    loader.prefetch = True
+    prefetched = _train_steps(loader, model, steps, 1)
+    sample = statistics.median(sample_s)
+    batch_s = sample + statistics.median(fetch_s)
+    return {
+        "num_nodes": data.num_nodes,
+        "num_edges": int(data.edge_index.size(1)),
+        "steps_per_epoch": loader.num_steps,
+        "sampled_edges_per_step": edges / len(sample_s),
+        "sample_s": sample,
+        "sampled_edges_per_s": edges / sum(sample_s),
+        "batch_s": batch_s,
+        "step_s": plain["step_s"],
+        "sampling_share": batch_s / plain["step_s"],
+        "step_s_prefetch": prefetched["step_s"],
+        "visible_sampling_share_prefetch": prefetched["wait_s"] / prefetched["step_s"],
+        "peak_above_start_mib": (vm_hwm_bytes() - start_rss) / 2**20,
+    }
+
+
+# -- (b)-(d) --------------------------------------------------------------------------------------
+def partition(spec: str, method: str, parts: int, root: Path) -> str:
+    path = root / f"{method}-p{parts}"
+    options = {"seed": 0}
+    partition_to_store(
+        load_dataset(spec), get_partitioner(method, **options), parts, path, dataset=spec
+    )
+    return str(path)
+
+
+def _rank_run(rank, world, store_path, steps, cache_size, prefetch, train):
+    start_rss = psutil.Process().memory_info().rss
+    part = PartitionStore.open(store_path).load_part(rank)
+    group = dist.new_group(backend="gloo") if prefetch else None
+    store = PartitionedGraphStore(part, group=group, cache_size=cache_size)
+    counts = PartitionStore.open(store_path).meta["mask_counts"]["train_mask"]
+    loader = NeighborLoader(
+        store,
+        FANOUT,
+        part.train_mask,
+        batch_size=BATCH,
+        shuffle=True,
+        num_steps=-(-max(counts) // BATCH),
+        prefetch=prefetch,
+    )
+    result = {}
+    if train:
+        model = _model(part.x.size(1), 16)
+        for p in model.parameters():
+            dist.broadcast(p.data, 0)
+        store.counter.reset()
+        result.update(_train_steps(loader, model, steps, world))
+        steps += 1  # the warm-up step moved bytes too
+    else:
+        store.counter.reset()
+        for _ in zip(range(steps), _epochs(loader), strict=False):
+            pass
+    traffic = {(t["layer"], t["direction"]): t for t in store.counter.as_dicts()}
+
+    def got(layer, direction, key):
+        return traffic.get((layer, direction), {}).get(key, 0) / steps
+
+    result.update(
+        remote_rows_per_step=got("features", "request", "rows_sent"),
+        feature_bytes_per_step=got("features", "response", "bytes_received")
+        + got("features", "request", "bytes_sent"),
+        sampling_bytes_per_step=got("sampling", "request", "bytes_sent")
+        + got("sampling", "response", "bytes_received")
+        + got("control", "request", "bytes_sent")
+        + got("control", "response", "bytes_received"),
+        cache_hit_rows_per_step=store.cache_hit_rows / steps,
+        row_bytes=part.x.size(1) * part.x.element_size(),
+        steps_per_epoch=loader.num_steps,
+        peak_above_start_mib=(vm_hwm_bytes() - start_rss) / 2**20,
+    )
+    return result
+
+
+def _mean(results: list[dict], key: str) -> float:
+    return statistics.fmean(r[key] for r in results)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small graph, few steps")
+    parser.add_argument("--cache-dir", default=None, help="partition stores (default: temp dir)")
+    args = parser.parse_args()
+    scale, steps = (13, 3) if args.quick else (16, 6)
+    spec = f"rmat?scale={scale}&edge_factor=17&features=100&classes=16"
+    root = Path(args.cache_dir or tempfile.mkdtemp(prefix="lgd-mini-batch-"))
+    report: dict = {
+        "graph": spec,
+        "fanout": FANOUT,
+        "batch_size": BATCH,
+        "hidden": HIDDEN,
+        "steps": steps,
+    }
+    t0 = time.perf_counter()
+
+    print("(a) sampler and sampling share", flush=True)
+    report["sampler"] = _in_child(sampler_section, spec, steps)
+
+    print("(b) remote traffic per partition method at 4 ranks", flush=True)
+    methods = ("random", "metis", "hypergraph", "gnn-blocks")
+    stores = {m: _in_child(partition, spec, m, 4, root) for m in methods}
+    traffic = {}
+    for method, path in stores.items():
+        results = run_ranks(_rank_run, 4, path, steps, 0, False, False, timeout=1800)
+        traffic[method] = {k: _mean(results, k) for k in results[0]}
+    cache_rows = 4096
+    cached = run_ranks(_rank_run, 4, stores["metis"], steps, cache_rows, False, False, timeout=1800)
+    traffic["metis+cache"] = {k: _mean(cached, k) for k in cached[0]}
+    report["traffic"] = traffic
+    report["cache_rows"] = cache_rows
+
+    print("(c, d) steps and memory at 1, 2, 4 ranks; prefetch", flush=True)
+    scaling = {}
+    for world in (2, 4):
+        path = _in_child(partition, spec, "metis", world, root) if world != 4 else stores["metis"]
+        results = run_ranks(_rank_run, world, path, steps, 0, False, True, timeout=1800)
+        scaling[world] = {k: _mean(results, k) for k in results[0]}
+        scaling[world]["peak_above_start_mib_max"] = max(r["peak_above_start_mib"] for r in results)
+        if world == 2:
+            pre = run_ranks(_rank_run, world, path, steps, 0, True, True, timeout=1800)
+            scaling["2+prefetch"] = {k: _mean(pre, k) for k in pre[0]}
+    report["scaling"] = scaling
+    report["seconds"] = time.perf_counter() - t0
+    report["machine"] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
+    report["date"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    name = "mini_batch_quick" if args.quick else "mini_batch"
+    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2))
+    (RESULTS / f"{name}.md").write_text(markdown(report))
+    print(markdown(report))
+
+
+def markdown(r: dict) -> str:
+    s = r["sampler"]
+    lines = [
+        "# Mini-batch (neighbour loader) benchmark",
+        "",
+        f"Graph `{r['graph']}` ({s['num_nodes']:,} vertices, {s['num_edges']:,} edges), GraphSAGE 2 x {r['hidden']}, "
+        f"fan-out {r['fanout']}, {r['batch_size']} seeds per step and rank; medians over {r['steps']} steps "
+        f"after one warm-up; {r['machine']['cpus']} CPU cores, torch {r['machine']['torch']}, {r['date']}.",
+        "",
+        "## (a) Sampler, one process",
+        "",
+        "| sampled edges / step | sample (ms) | sampled edges / s | sample + gather (ms) | step (ms) | sampling share of step | step with prefetch (ms) | share still waited with prefetch |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {s['sampled_edges_per_step']:,.0f} | {1e3 * s['sample_s']:.1f} | {s['sampled_edges_per_s']:,.0f} | "
+        f"{1e3 * s['batch_s']:.1f} | {1e3 * s['step_s']:.1f} | **{s['sampling_share']:.1%}** | "
+        f"{1e3 * s['step_s_prefetch']:.1f} | {s['visible_sampling_share_prefetch']:.1%} |",
+        "",
+        "## (b) Remote traffic per step and rank, 4 ranks (normalised to random)",
+        "",
+        "| partition | remote feature rows | feature bytes | sampling bytes | cache hits (rows) |",
+        "|---|---|---|---|---|",
+    ]
+    base = r["traffic"]["random"]
+    for method, t in r["traffic"].items():
+        lines.append(
+            f"| {method} | {t['remote_rows_per_step']:,.0f} ({t['remote_rows_per_step'] / base['remote_rows_per_step']:.2f}) | "
+            f"{t['feature_bytes_per_step'] / 2**20:.2f} MiB ({t['feature_bytes_per_step'] / base['feature_bytes_per_step']:.2f}) | "
+            f"{t['sampling_bytes_per_step'] / 2**10:.0f} KiB ({t['sampling_bytes_per_step'] / max(1, base['sampling_bytes_per_step']):.2f}) | "
+            f"{t['cache_hit_rows_per_step']:,.0f} |"
+        )
+    lines += [
+        "",
+        f"`metis+cache`: {r['cache_rows']} hot remote rows per rank (halo vertices with the most local in-edges) "
+        "fetched once; the rows they serve are not requested again.",
+        "",
+        "## (c, d) Time per step and memory per rank (METIS), against one process on the whole graph",
+        "",
+        "Epoch time = steps per epoch x step time (every rank runs the same steps; P ranks "
+        "each take 1024 seeds per step, so an epoch has about 1/P of the single process's steps).",
+        "",
+        "| run | steps / epoch | step (ms) | step / single | epoch (s) | epoch / single | peak RSS above start, max over ranks (MiB) | / single |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| 1 process, whole graph | {s['steps_per_epoch']} | {1e3 * s['step_s']:.1f} | 1.00 | "
+        f"{s['step_s'] * s['steps_per_epoch']:.2f} | 1.00 | {s['peak_above_start_mib']:.0f} | 1.00 |",
+    ]
+    single_epoch = s["step_s"] * s["steps_per_epoch"]
+    for key, t in r["scaling"].items():
+        peak = t.get("peak_above_start_mib_max", t["peak_above_start_mib"])
+        lines.append(
+            f"| {key} ranks | {t['steps_per_epoch']:.0f} | {1e3 * t['step_s']:.1f} | {t['step_s'] / s['step_s']:.2f} | "
+            f"{t['step_s'] * t['steps_per_epoch']:.2f} | {t['step_s'] * t['steps_per_epoch'] / single_epoch:.2f} | "
+            f"{peak:.0f} | {peak / s['peak_above_start_mib']:.2f} |"
+        )
+    two, pre = r["scaling"][2], r["scaling"]["2+prefetch"]
+    lines += [
+        "",
+        f"Prefetch gain: 1 process {s['step_s'] / s['step_s_prefetch']:.2f}x, "
+        f"2 ranks {two['step_s'] / pre['step_s']:.2f}x (step time without / with).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    mp.set_start_method("fork", force=True)
+    main()

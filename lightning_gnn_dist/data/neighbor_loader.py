@@ -1,0 +1,230 @@
+"""``NeighborLoader``: mini-batches of sampled computation graphs, PyG layout, any graph store.
+
+Single process it is a drop-in for PyG's ``NeighborLoader`` where ``pyg-lib``/``torch-sparse``
+cannot be installed; on a :class:`~lightning_gnn_dist.data.graph_store.PartitionedGraphStore`
+each rank draws seeds from its own vertices (owner-compute, DistDGL).
+
+**Steps per epoch.** Every rank runs ``num_steps`` steps, by default
+``ceil(max_r n_r / batch_size)`` where ``n_r`` is rank ``r``'s seed count, so no collective waits
+on a rank that has finished. A rank splits its shuffled seeds into ``num_steps`` near-equal
+batches (sizes ``⌊n_r / S⌋`` or ``⌈n_r / S⌉``, never above ``batch_size``): every seed is used
+exactly once per epoch, none is dropped or padded. (A rank with fewer seeds than steps repeats
+its seeds to fill the steps.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from lightning_gnn_dist.data.sampler import NeighborSampler, stream_key
+
+
+class NeighborLoader:
+    """Sampled mini-batches of seed vertices and their ``L``-hop in-neighbourhoods.
+
+    Each batch is a :class:`~torch_geometric.data.Data` laid out as PyG's ``NeighborLoader``:
+    ``x [num_nodes, d]``, ``y [num_nodes]``, ``edge_index [2, num_edges]`` (local, grouped by
+    hop), ``n_id [num_nodes]`` (dataset ids, seeds first), ``input_id [batch_size]`` (positions
+    of the seeds in ``input_nodes``), ``batch_size``, ``num_sampled_nodes`` and
+    ``num_sampled_edges`` (for :func:`torch_geometric.utils.trim_to_layer`). The model's
+    predictions for the seeds are ``out[:batch.batch_size]``.
+
+    Args:
+        store: a :class:`~lightning_gnn_dist.data.graph_store.LocalGraphStore` or
+            ``PartitionedGraphStore``.
+        num_neighbors (list[int]): fan-out per hop, ``-1`` for all in-neighbours.
+        input_nodes (Tensor): seed vertices, dataset ids or a ``bool`` mask over the store's
+            vertices (owned rows for a partitioned store).
+        batch_size (int): seeds per step at most. (default: ``1``)
+        shuffle (bool): reshuffle seeds every epoch. (default: ``False``)
+        replace (bool): sample with replacement. (default: ``False``)
+        seed (int): base seed; the draw of a step depends on ``(seed, epoch, step, rank)`` only.
+            (default: ``0``)
+        num_steps (int, optional): steps per epoch; give the same value on every rank (see the
+            module docstring). (default: ``ceil(len(input_nodes) / batch_size)``)
+        prefetch (bool): sample and fetch the next batch in a background thread while the
+            current step runs. A partitioned store must then use its own process group.
+            (default: ``False``)
+    """
+
+    def __init__(
+        self,
+        store,
+        num_neighbors: list[int],
+        input_nodes: Tensor,
+        batch_size: int = 1,
+        shuffle: bool = False,
+        replace: bool = False,
+        seed: int = 0,
+        num_steps: int | None = None,
+        prefetch: bool = False,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1 (got {batch_size})")
+        if input_nodes.dtype == torch.bool:
+            input_nodes = store.dataset_ids(input_nodes)
+        self.store, self.neighbor_sampler = store, NeighborSampler(num_neighbors, replace)
+        self.input_nodes = input_nodes
+        self._seeds = store.to_routing(input_nodes)
+        self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
+        self.num_steps = (
+            num_steps if num_steps is not None else math.ceil(input_nodes.numel() / batch_size)
+        )
+        if self.num_steps > 0 and input_nodes.numel() == 0:
+            raise ValueError(
+                f"rank {store.rank} has no seed vertices but {self.num_steps} steps must run; "
+                "use fewer parts or a partitioner that balances the training vertices"
+            )
+        self.prefetch = prefetch
+        self.epoch = 0
+        # Lightning's loops call ``loader.sampler.set_epoch(epoch)`` before every epoch, so a
+        # resumed run continues with the epoch's own shuffle and random streams.
+        self.sampler = _EpochSetter(self)
+        self.batch_sampler = None  # read by Lightning's shuffle check next to ``sampler``
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch of the next iteration (each iteration otherwise advances it by one)."""
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.num_steps
+
+    def batches(self) -> list[Tensor]:
+        """This epoch's seed positions (into ``input_nodes``), one tensor per step."""
+        count = self.input_nodes.numel()
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(
+                stream_key(self.seed, self.epoch, -1, self.store.rank)
+            )
+            order = torch.randperm(count, generator=generator)
+        else:
+            order = torch.arange(count)
+        if 0 < count < self.num_steps:
+            order = order.repeat(math.ceil(self.num_steps / count))[: self.num_steps]
+        return list(torch.tensor_split(order, self.num_steps)) if self.num_steps else []
+
+    def make_batch(self, positions: Tensor, step: int, epoch: int | None = None) -> Data:
+        """Sample and fetch one batch (collective on a partitioned store)."""
+        seeds = self._seeds[positions]
+        epoch = self.epoch if epoch is None else epoch
+        stream = stream_key(self.seed, epoch, step, self.store.rank)
+        replace = self.neighbor_sampler.replace
+        graph = self.neighbor_sampler.sample(
+            seeds, stream, lambda f, k, s: self.store.sample_hop(f, k, s, replace)
+        )
+        rows = self.store.fetch(graph.n_id)
+        batch = Data(
+            x=rows.x,
+            edge_index=graph.edge_index,
+            n_id=rows.ids,
+            input_id=positions,
+            batch_size=int(positions.numel()),
+            num_sampled_nodes=graph.num_sampled_nodes,
+            num_sampled_edges=graph.num_sampled_edges,
+            num_nodes=int(graph.n_id.numel()),
+        )
+        if rows.y is not None:
+            batch.y = rows.y
+        return batch
+
+    def __iter__(self) -> Iterator[Data]:
+        batches, epoch = self.batches(), self.epoch
+        self.epoch += 1
+        if not self.prefetch:
+            for step, positions in enumerate(batches):
+                yield self.make_batch(positions, step, epoch)
+            return
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(self.make_batch, batches[0], 0, epoch) if batches else None
+            for step in range(len(batches)):
+                batch = pending.result()
+                if step + 1 < len(batches):
+                    pending = pool.submit(self.make_batch, batches[step + 1], step + 1, epoch)
+                yield batch
+
+    def __repr__(self) -> str:
+        return (
+            f"NeighborLoader(num_neighbors={self.neighbor_sampler.num_neighbors}, batch_size={self.batch_size}, "
+            f"seeds={self.input_nodes.numel()}, steps={self.num_steps}, shuffle={self.shuffle})"
+        )
+
+
+class _EpochSetter:
+    """The ``sampler`` attribute Lightning looks for to pass the epoch number."""
+
+    def __init__(self, loader: NeighborLoader) -> None:
+        self.loader = loader
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
+
+
+class NeighborLoaders:
+    """The train/val/test :class:`NeighborLoader` of one rank over one shared store.
+
+    Each split's steps per epoch are ``ceil(max_r n_r / batch_size)`` over the per-part counts
+    of its mask, so every rank runs the same number of steps (module docstring).
+
+    Args:
+        store: this rank's graph store.
+        mask_counts: per mask name (``"train_mask"``...), the seed count of every part.
+        num_neighbors: training fan-outs per hop.
+        eval_num_neighbors: validation/test fan-outs; ``-1`` everywhere gives exact
+            full-neighbourhood predictions. (default: ``num_neighbors``)
+        batch_size, shuffle, replace, seed, prefetch: as :class:`NeighborLoader` (shuffle and
+            prefetch apply to training only).
+    """
+
+    def __init__(
+        self,
+        store,
+        mask_counts: dict[str, list[int]],
+        num_neighbors: list[int],
+        batch_size: int,
+        shuffle: bool = True,
+        replace: bool = False,
+        seed: int = 0,
+        eval_num_neighbors: list[int] | None = None,
+        prefetch: bool = False,
+    ) -> None:
+        self.store, self.mask_counts = store, mask_counts
+        self.num_neighbors = num_neighbors
+        self.eval_num_neighbors = eval_num_neighbors or num_neighbors
+        self.batch_size, self.shuffle, self.replace = batch_size, shuffle, replace
+        self.seed, self.prefetch = seed, prefetch
+        self._loaders: dict[str, NeighborLoader] = {}
+
+    def loader(self, split: str) -> NeighborLoader:
+        """The loader of ``split`` (``"train"``, ``"val"``, ``"test"``, or ``"predict"``: every
+        owned vertex), built once."""
+        if split not in self._loaders:
+            part = self.store.partition
+            if split == "predict":
+                mask = torch.ones(part.num_owned, dtype=torch.bool)
+                counts = torch.diff(part.part_offsets).tolist()
+            else:
+                mask = getattr(part, f"{split}_mask")
+                if mask is None:
+                    raise ValueError(
+                        f"the dataset has no {split}_mask; cannot serve {split} batches"
+                    )
+                counts = self.mask_counts.get(f"{split}_mask", [int(mask.sum())])
+            train = split == "train"
+            self._loaders[split] = NeighborLoader(
+                self.store,
+                self.num_neighbors if train else self.eval_num_neighbors,
+                mask,
+                batch_size=self.batch_size,
+                shuffle=self.shuffle and train,
+                replace=self.replace,
+                seed=self.seed,
+                num_steps=math.ceil(max(counts) / self.batch_size),
+                prefetch=self.prefetch and train,
+            )
+        return self._loaders[split]
