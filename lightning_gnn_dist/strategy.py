@@ -16,6 +16,7 @@ import torch.distributed as dist
 from pytorch_lightning.strategies import DDPStrategy, StrategyRegistry
 from pytorch_lightning.strategies.launchers import _SubprocessScriptLauncher
 from torch import Tensor
+from torch_geometric.data import Data
 
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES, make_exchange
@@ -76,7 +77,7 @@ class GNNStrategy(DDPStrategy):
         self.loss_reduction = loss_reduction
         self.comm_counters = {stage: CommCounter() for stage in STAGES}
         self.graph_context: GraphContext | None = None
-        self._loss_weight = 1.0
+        self._loss_weight = self._full_loss_weight = 1.0
 
     # -- launch -------------------------------------------------------------------------------
     def _configure_launcher(self) -> None:
@@ -111,6 +112,7 @@ class GNNStrategy(DDPStrategy):
         if self.loss_reduction == "mean" and partition.train_mask is not None:
             local = int(partition.train_mask.sum())
             self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
+        self._full_loss_weight = self._loss_weight
         distribute(self.lightning_module)
         super().setup(trainer)
 
@@ -138,16 +140,29 @@ class GNNStrategy(DDPStrategy):
 
     # -- steps --------------------------------------------------------------------------------
     @contextmanager
-    def _in_graph(self, stage: str):
+    def _in_graph(self, stage: str, batch: Any = None):
         context = self.graph_context
         if context is None:
             raise RuntimeError("GNNStrategy.setup has not run: no graph context")
+        # A sampled-subgraph batch carries its own plan (data.subgraph_loader): run the same
+        # exchange mode on it.
+        view = getattr(batch, "local_partition", None) if isinstance(batch, Data) else None
+        if view is not None:
+            view = _to_device(view, self.root_device)
+            context = GraphContext(view, make_exchange(self.exchange_mode, view))
         context.exchange.counter = self.comm_counters[stage]
         with use_graph_context(context):
             yield
 
     def training_step(self, *args: Any, **kwargs: Any):
-        with self._in_graph("train"):
+        batch = args[0] if args else kwargs.get("batch")
+        self._loss_weight = self._full_loss_weight
+        view = getattr(batch, "local_partition", None) if isinstance(batch, Data) else None
+        if view is not None and self.loss_reduction == "mean" and view.train_mask is not None:
+            # The batch's mean loss: this rank's share of the batch's training vertices.
+            global_count = int(batch.get("num_train_global", 0) or 0)
+            self._loss_weight = int(view.train_mask.sum()) / max(1, global_count)
+        with self._in_graph("train", batch):
             return super().training_step(*args, **kwargs)
 
     def validation_step(self, *args: Any, **kwargs: Any):

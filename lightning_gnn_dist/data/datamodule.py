@@ -13,7 +13,10 @@ import pytorch_lightning as pl
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.data.subgraph_loader import SubgraphLoader
 from lightning_gnn_dist.partition.store import PartitionStore, PartitionStoreError
+
+LOADERS = ("full", "subgraph")
 
 
 class FullGraphLoader:
@@ -70,11 +73,31 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         epsilon: float = 0.03,
         store: str | None = None,
         verify_dataset: bool = True,
+        loader: str = "full",
+        subgraph_sampler: str = "uniform",
+        subgraph_size: int | float | None = None,
+        steps_per_epoch: int | None = None,
+        subgraph_seed: int = 0,
     ) -> None:
         super().__init__()
         from lightning_gnn_dist.partition import get_partitioner
 
-        self.partitioner = get_partitioner(method, seed=seed, epsilon=epsilon)
+        if loader not in LOADERS:
+            raise ValueError(f"unknown loader {loader!r}; choose one of: {', '.join(LOADERS)}")
+        if loader == "subgraph" and subgraph_size is None:
+            raise ValueError("loader='subgraph' needs subgraph_size (vertices, or a fraction < 1)")
+        if steps_per_epoch is not None and steps_per_epoch < 1:
+            raise ValueError(f"steps_per_epoch must be >= 1 (got {steps_per_epoch})")
+        self.loader, self.subgraph_sampler, self.subgraph_size = (
+            loader,
+            subgraph_sampler,
+            subgraph_size,
+        )
+        self.steps_per_epoch, self.subgraph_seed = steps_per_epoch, subgraph_seed
+        options = {}
+        if method == "stochastic-hypergraph":
+            options = {"sampler": subgraph_sampler, "subgraph_size": subgraph_size}
+        self.partitioner = get_partitioner(method, seed=seed, epsilon=epsilon, **options)
         if num_parts is not None and num_parts < 1:
             raise ValueError(f"num_parts must be >= 1 (got {num_parts})")
         self.dataset, self.method, self.num_parts = dataset, method, num_parts
@@ -83,6 +106,7 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         self.local_partition: LocalPartition | None = None
         self.batch: Data | None = None
         self._store: PartitionStore | None = None
+        self._subgraph_loader: SubgraphLoader | None = None
 
     def _parts(self) -> int:
         if self.num_parts is not None:
@@ -179,8 +203,40 @@ class GraphPartitionDataModule(pl.LightningDataModule):
             raise RuntimeError("call setup() first (the Trainer does)")
         return FullGraphLoader(self.batch)
 
-    def train_dataloader(self) -> FullGraphLoader:
+    def train_dataloader(self) -> FullGraphLoader | SubgraphLoader:
+        if self.loader == "subgraph":
+            return self._make_subgraph_loader()
         return self._loader()
+
+    def _make_subgraph_loader(self) -> SubgraphLoader:
+        from lightning_gnn_dist.data.subgraph_sampler import make_sampler, subgraph_vertices
+
+        if self.local_partition is None:
+            raise RuntimeError("call setup() first (the Trainer does)")
+        if self._subgraph_loader is None:
+            part = self.local_partition
+            num_nodes = int(self.store.meta["num_nodes"])
+            size = subgraph_vertices(self.subgraph_size, num_nodes)
+            edge_index = None
+            if part.num_parts == 1:  # the whole graph is here: structure samplers may run
+                edge_index = part.global_ids[part.edge_index]
+            elif self.subgraph_sampler != "uniform":
+                raise ValueError(
+                    f"subgraph_sampler={self.subgraph_sampler!r} reads the whole graph's edges, "
+                    f"which no rank holds with {part.num_parts} parts; use 'uniform'"
+                )
+            sampler = make_sampler(
+                self.subgraph_sampler, num_nodes, size, self.subgraph_seed, edge_index
+            )
+            steps = self.steps_per_epoch or -(-num_nodes // size)
+            trainer = self.trainer
+            self._subgraph_loader = SubgraphLoader(
+                part,
+                sampler,
+                steps,
+                current_epoch=(lambda: trainer.current_epoch) if trainer is not None else None,
+            )
+        return self._subgraph_loader
 
     def val_dataloader(self) -> FullGraphLoader:
         return self._loader()
@@ -195,7 +251,13 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         return {"store": str(self.store_path), "fingerprint": self.store.meta["fingerprint"]}
 
     def __repr__(self) -> str:
+        subgraph = (
+            f", loader='subgraph', subgraph_sampler={self.subgraph_sampler!r}, "
+            f"subgraph_size={self.subgraph_size}, steps_per_epoch={self.steps_per_epoch}"
+            if self.loader == "subgraph"
+            else ""
+        )
         return (
             f"GraphPartitionDataModule(dataset={self._dataset_name!r}, method={self.method!r}, "
-            f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon})"
+            f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon}{subgraph})"
         )
