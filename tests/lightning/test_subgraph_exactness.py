@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
-from lightning_gnn_dist import GraphPartitionDataModule, NodeClassifier
+from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
 from lightning_gnn_dist.batch_monitor import BatchCommunicationMonitor
 from lightning_gnn_dist.data import load_dataset
 from lightning_gnn_dist.data.subgraph_sampler import induced_subgraph, make_sampler
@@ -82,9 +82,12 @@ def stores(tmp_path_factory):
     return tmp_path_factory.mktemp("stores")
 
 
-@pytest.mark.parametrize("kind", ["gcn", "sage", "gat"])
-@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
-def test_subgraph_training_equals_single_process(kind, world_size, stores, tmp_path):
+@pytest.mark.parametrize(
+    ("kind", "world_size", "exchange"),
+    [(k, w, "p2p") for w in (1, 2, 3, 4) for k in ("gcn", "sage", "gat")]
+    + [("gcn", 3, "broadcast"), ("sage", 2, "broadcast")],
+)
+def test_subgraph_training_equals_single_process(kind, world_size, exchange, stores, tmp_path):
     pl.seed_everything(0)
     module = NodeClassifier(
         kind, hidden_channels=HIDDEN, dropout=0.0, lr=LR, in_channels=12, num_classes=4, heads=HEADS
@@ -102,7 +105,7 @@ def test_subgraph_training_equals_single_process(kind, world_size, stores, tmp_p
     monitor = BatchCommunicationMonitor()
     out = tmp_path / "result.json"
     trainer = pl.Trainer(
-        strategy="gnn_ddp_fork",
+        strategy=GNNStrategy(exchange=exchange, start_method="fork"),
         accelerator="cpu",
         devices=world_size,
         max_epochs=EPOCHS,
@@ -133,7 +136,7 @@ def test_subgraph_training_equals_single_process(kind, world_size, stores, tmp_p
         assert r["bytes_sent"] == [n * r["width"] * 4 for n in r["rows_sent"]]
     assert len(forward) == EPOCHS * STEPS
     # The plan's rows are the batch hypergraph's connectivity−1 cut, computed on the whole graph.
-    for step, batch in enumerate(batches):
+    for step, batch in enumerate(batches if exchange == "p2p" else []):
         expected = batch_metrics(data, assignment, world_size, batch)
         rows = [r for r in traffic if r["step"] == step + 1 and r["layer"] == "model.convs.1"]
         by_direction = {r["direction"]: r["rows_sent"] for r in rows}
