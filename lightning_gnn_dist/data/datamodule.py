@@ -157,6 +157,9 @@ class GraphPartitionDataModule(pl.LightningDataModule):
         store = self.store
         settings = store.meta["settings"]
         expected = {"method": self.method, "seed": self.seed, "num_parts": self._parts()}
+        # A partition made for a batch sampler (stochastic-hypergraph) is valid for that one only.
+        requested = self.partitioner.settings()
+        expected.update({k: requested[k] for k in ("sampler", "subgraph_size") if k in requested})
         wrong = {k: (settings.get(k), v) for k, v in expected.items() if settings.get(k) != v}
         if wrong:
             raise PartitionStoreError(

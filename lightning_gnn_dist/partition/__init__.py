@@ -19,6 +19,7 @@ from lightning_gnn_dist.partition.hypergraph import (
 )
 from lightning_gnn_dist.partition.metis import MetisPartitioner
 from lightning_gnn_dist.partition.random import RandomPartitioner
+from lightning_gnn_dist.partition.stochastic_hypergraph import StochasticHypergraphPartitioner
 
 __all__ = [
     "PARTITIONERS",
@@ -29,6 +30,7 @@ __all__ = [
     "MtKaHyParPartitioner",
     "Partitioner",
     "RandomPartitioner",
+    "StochasticHypergraphPartitioner",
     "column_net_hypergraph",
     "get_partitioner",
     "register_partitioner",
