@@ -113,8 +113,10 @@ def stochastic_hypergraph(
         owner, targets = owner[inside], targets[inside]
         in_batch[batch] = False
         # Net j of batch k gets id k * N + j: nets of different batches stay apart until merged.
-        net_ids.append(torch.cat([batch, owner]).numpy() + batches * num_nodes)
-        net_pins.append(torch.cat([batch, targets]).numpy())  # the diagonal pin, then the edges
+        # Only nets with a kept edge are stored (a net of one pin, the diagonal, is never cut).
+        cut_able = torch.unique(owner)
+        net_ids.append(torch.cat([cut_able, owner]).numpy() + batches * num_nodes)
+        net_pins.append(torch.cat([cut_able, targets]).numpy())  # the diagonal pin, then edges
         sampled += batch.numel()
         batches += 1
     if sampled < num_nets:
@@ -123,8 +125,12 @@ def stochastic_hypergraph(
             f"{num_nets} the Hoeffding bound asks for; raise max_batches, theta or delta",
             stacklevel=3,
         )
+    empty = np.zeros(0, dtype=np.int64)
     hypergraph, merged = _merge_nets(
-        np.concatenate(net_ids), np.concatenate(net_pins), num_nodes, data.edge_index
+        np.concatenate([empty, *net_ids]),
+        np.concatenate([empty, *net_pins]),
+        num_nodes,
+        data.edge_index,
     )
     stats = {
         "batches": batches,
@@ -139,6 +145,9 @@ def _merge_nets(
     nets: np.ndarray, pins: np.ndarray, num_nodes: int, edge_index
 ) -> tuple[ColumnNetHypergraph, int]:
     """One weighted net per distinct pin set of two or more pins (vectorised)."""
+    vertex_weights = row_nnz(edge_index, num_nodes)
+    if nets.size == 0:  # no batch kept an edge: nothing can be cut
+        return ColumnNetHypergraph(num_nodes, np.zeros(1, np.int64), nets, vertex_weights, nets), 0
     order = np.lexsort((pins, nets))
     nets, pins = nets[order], pins[order]
     starts = np.flatnonzero(np.r_[True, nets[1:] != nets[:-1]])
