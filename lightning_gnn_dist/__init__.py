@@ -6,6 +6,7 @@ strategies. The package uses the ``pytorch_lightning`` namespace (package ``pyto
 throughout: pass its Trainer, not ``lightning.pytorch``'s.
 """
 
+from lightning_gnn_dist.batch_monitor import BatchCommunicationMonitor
 from lightning_gnn_dist.callbacks import (
     CommunicationMonitor,
     PartitionReport,
@@ -20,6 +21,7 @@ from lightning_gnn_dist.strategy import GNNStrategy
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BatchCommunicationMonitor",
     "CommunicationMonitor",
     "GNNStrategy",
     "GraphPartitionDataModule",
