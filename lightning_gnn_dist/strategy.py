@@ -40,6 +40,10 @@ class GNNStrategy(DDPStrategy):
       ``batch.train_mask`` rows (what single-process code computes); it is multiplied by
       ``local train count / global train count``. With ``"sum"`` it is used as is.
 
+    A training batch that carries its own ``local_partition`` (``loader="subgraph"``: every rank
+    trains on the same sampled subgraph) runs the same exchange mode on that batch plan, and its
+    loss is scaled by the rank's share of the batch's training vertices (``num_train_global``).
+
     Requires :class:`~lightning_gnn_dist.data.GraphPartitionDataModule` (or any datamodule with a
     ``local_partition`` and ``global_mask_count(name)``), whose number of parts must equal the
     world size.
