@@ -11,6 +11,7 @@ explicitly, ``X.for_namespace(name)`` gives the concrete class).
 
 from lightning_gnn_dist import _compat
 from lightning_gnn_dist._compat import lightning_namespace
+from lightning_gnn_dist.batch_monitor import BatchCommunicationMonitor
 from lightning_gnn_dist.callbacks import (
     CommunicationMonitor,
     PartitionReport,
@@ -56,6 +57,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BatchCommunicationMonitor",
     "CommunicationMonitor",
     "GNNStrategy",
     "GraphPartitionDataModule",

@@ -49,7 +49,9 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
 
     For each ``(layer, direction)`` it logs under ``comm/<layer>/<direction>/``: ``bytes_total``
     (summed over ranks), ``bytes_avg`` and ``bytes_max`` (per rank), ``predicted_bytes_total``
-    (from the partition metrics and the exchange mode), ``messages_avg``/``messages_max`` and
+    (from the partition metrics and the exchange mode; ``-1`` with ``loader="subgraph"``, whose
+    batches have plans of their own: use :class:`~lightning_gnn_dist.batch_monitor.
+    BatchCommunicationMonitor` there), ``messages_avg``/``messages_max`` and
     ``seconds_max`` (time waiting for the exchange). Per epoch it also logs
     ``comm/seconds_avg``/``comm/seconds_max`` and ``comm/compute_seconds_avg`` (training step time
     minus exchange wait). Values are gathered from all ranks and written by rank 0 to every
@@ -128,6 +130,9 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             predicted = (
                 mode.predicted_rows_sent(metrics, direction) * traffic.width * 4 * traffic.calls
             )
+            if getattr(trainer.datamodule, "loader", "full") == "subgraph":
+                # Each batch has its own plan: BatchCommunicationMonitor predicts per batch.
+                predicted = np.array([-1])
             row = {
                 "epoch": trainer.current_epoch,
                 "layer": layer,

@@ -17,6 +17,7 @@ import torch.distributed as dist
 from lightning_fabric.utilities.distributed import _init_dist_connection
 from lightning_fabric.utilities.seed import reset_seed
 from torch import Tensor
+from torch_geometric.data import Data
 
 from lightning_gnn_dist._compat import NAMESPACES, LightningNeutral
 from lightning_gnn_dist.comm.cached import check_cache_options
@@ -56,6 +57,10 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     model, and gradients are **averaged** over ranks (DDP semantics). With
     ``eval_loader="full"`` validation/test/predict run on the whole part with the halo exchange
     (exact layer-wise inference).
+
+    A training batch that carries its own ``local_partition`` (``loader="subgraph"``: every rank
+    trains on the same sampled subgraph) runs the same exchange mode on that batch plan, and its
+    loss is scaled by the rank's share of the batch's training vertices (``num_train_global``).
 
     Requires :class:`~lightning_gnn_dist.data.GraphPartitionDataModule` (or any datamodule with a
     ``local_partition`` and ``global_mask_count(name)``), whose number of parts must equal the
@@ -115,7 +120,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         self.loss_reduction = loss_reduction
         self.comm_counters = {stage: CommCounter() for stage in STAGES}
         self.graph_context: GraphContext | None = None
-        self._loss_weight = 1.0
+        self._loss_weight = self._full_loss_weight = 1.0
         self._resume: dict[str, Any] | None = None  # this rank's state from a loaded checkpoint
         self.data_parallel = False
 
@@ -190,6 +195,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         if self.loss_reduction == "mean" and partition.train_mask is not None:
             local = int(partition.train_mask.sum())
             self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
+        self._full_loss_weight = self._loss_weight
         distribute(self.lightning_module)
         # distribute() already synchronised every BatchNorm (on CPU too); torch's SyncBatchNorm,
         # which Trainer(sync_batchnorm=True) would swap in, needs a GPU and would undo that.
@@ -271,7 +277,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
 
     # -- steps --------------------------------------------------------------------------------
     @contextmanager
-    def _in_graph(self, stage: str):
+    def _in_graph(self, stage: str, batch: Any = None):
         context = self.graph_context
         if self.data_parallel:
             context = self._eval_context(stage)
@@ -280,6 +286,13 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 return
         if context is None:
             raise RuntimeError("GNNStrategy.setup has not run: no graph context")
+        # A sampled-subgraph batch carries its own plan (data.subgraph_loader): run the same
+        # exchange mode on it.
+        view = getattr(batch, "local_partition", None) if isinstance(batch, Data) else None
+        if view is not None:
+            view = _to_device(view, self.root_device)
+            exchange = make_exchange(self.exchange_mode, view, **self.exchange_options)
+            context = make_graph_context(view, exchange)
         context.exchange.counter = self.comm_counters[stage]
         # Only training steps may use stale rows: evaluation always exchanges exactly.
         epoch = self.lightning_module.trainer.current_epoch
@@ -302,7 +315,14 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         return self._eval_contexts[stage]
 
     def training_step(self, *args: Any, **kwargs: Any):
-        with self._in_graph("train"):
+        batch = args[0] if args else kwargs.get("batch")
+        self._loss_weight = self._full_loss_weight
+        view = getattr(batch, "local_partition", None) if isinstance(batch, Data) else None
+        if view is not None and self.loss_reduction == "mean" and view.train_mask is not None:
+            # The batch's mean loss: this rank's share of the batch's training vertices.
+            global_count = int(batch.get("num_train_global", 0) or 0)
+            self._loss_weight = int(view.train_mask.sum()) / max(1, global_count)
+        with self._in_graph("train", batch):
             return super().training_step(*args, **kwargs)
 
     def validation_step(self, *args: Any, **kwargs: Any):

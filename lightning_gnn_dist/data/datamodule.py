@@ -16,9 +16,10 @@ from lightning_gnn_dist._compat import LightningNeutral
 from lightning_gnn_dist.data.eval_batch import split_first
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.neighbor_loader import NeighborLoader, NeighborLoaders
+from lightning_gnn_dist.data.subgraph_loader import SubgraphLoader
 from lightning_gnn_dist.partition.store import PartitionStore, PartitionStoreError
 
-LOADERS = ("full", "neighbor")
+LOADERS = ("full", "neighbor", "subgraph")
 
 
 class FullGraphLoader:
@@ -113,6 +114,10 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         eval_loader: str = "neighbor",
         cache_size: int = 0,
         prefetch: bool = False,
+        subgraph_sampler: str = "uniform",
+        subgraph_size: int | float | None = None,
+        steps_per_epoch: int | None = None,
+        subgraph_seed: int = 0,
     ) -> None:
         super().__init__()
         from lightning_gnn_dist.partition import get_partitioner
@@ -121,6 +126,10 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             raise ValueError(f"undefined loader option {loader!r}; choose one of {LOADERS}")
         if loader == "neighbor" and not num_neighbors:
             raise ValueError("loader='neighbor' needs num_neighbors, e.g. [25, 10]")
+        if loader == "subgraph" and subgraph_size is None:
+            raise ValueError("loader='subgraph' needs subgraph_size (vertices, or a fraction < 1)")
+        if steps_per_epoch is not None and steps_per_epoch < 1:
+            raise ValueError(f"steps_per_epoch must be >= 1 (got {steps_per_epoch})")
         if eval_loader not in ("neighbor", "full"):
             raise ValueError(
                 f"undefined eval_loader option {eval_loader!r}; choose 'neighbor' or 'full'"
@@ -139,7 +148,12 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         self.cache_size = cache_size
         self.neighbor_loaders: NeighborLoaders | None = None
 
-        self.partitioner = get_partitioner(method, seed=seed, epsilon=epsilon)
+        self.subgraph_sampler, self.subgraph_size = subgraph_sampler, subgraph_size
+        self.steps_per_epoch, self.subgraph_seed = steps_per_epoch, subgraph_seed
+        options = {}
+        if method == "stochastic-hypergraph":
+            options = {"sampler": subgraph_sampler, "subgraph_size": subgraph_size}
+        self.partitioner = get_partitioner(method, seed=seed, epsilon=epsilon, **options)
         if num_parts is not None and num_parts < 1:
             raise ValueError(f"num_parts must be >= 1 (got {num_parts})")
         self.dataset, self.method, self.num_parts = dataset, method, num_parts
@@ -148,6 +162,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         self.local_partition: LocalPartition | None = None
         self.batch: Data | None = None
         self._store: PartitionStore | None = None
+        self._subgraph_loader: SubgraphLoader | None = None
 
     def _parts(self) -> int:
         if self.num_parts is not None:
@@ -208,6 +223,9 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         store = self.store
         settings = store.meta["settings"]
         expected = {"method": self.method, "seed": self.seed, "num_parts": self._parts()}
+        # A partition made for a batch sampler (stochastic-hypergraph) is valid for that one only.
+        requested = self.partitioner.settings()
+        expected.update({k: requested[k] for k in ("sampler", "subgraph_size") if k in requested})
         wrong = {k: (settings.get(k), v) for k, v in expected.items() if settings.get(k) != v}
         if wrong:
             raise PartitionStoreError(
@@ -271,8 +289,40 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             return self.neighbor_loaders.loader(split)
         return FullGraphLoader(self.batch)
 
-    def train_dataloader(self) -> FullGraphLoader | NeighborLoader:
+    def train_dataloader(self) -> FullGraphLoader | NeighborLoader | SubgraphLoader:
+        if self.loader == "subgraph":
+            return self._make_subgraph_loader()
         return self._loader("train")
+
+    def _make_subgraph_loader(self) -> SubgraphLoader:
+        from lightning_gnn_dist.data.subgraph_sampler import make_sampler, subgraph_vertices
+
+        if self.local_partition is None:
+            raise RuntimeError("call setup() first (the Trainer does)")
+        if self._subgraph_loader is None:
+            part = self.local_partition
+            num_nodes = int(self.store.meta["num_nodes"])
+            size = subgraph_vertices(self.subgraph_size, num_nodes)
+            edge_index = None
+            if part.num_parts == 1:  # the whole graph is here: structure samplers may run
+                edge_index = part.global_ids[part.edge_index]
+            elif self.subgraph_sampler != "uniform":
+                raise ValueError(
+                    f"subgraph_sampler={self.subgraph_sampler!r} reads the whole graph's edges, "
+                    f"which no rank holds with {part.num_parts} parts; use 'uniform'"
+                )
+            sampler = make_sampler(
+                self.subgraph_sampler, num_nodes, size, self.subgraph_seed, edge_index
+            )
+            steps = self.steps_per_epoch or -(-num_nodes // size)
+            trainer = self.trainer
+            self._subgraph_loader = SubgraphLoader(
+                part,
+                sampler,
+                steps,
+                current_epoch=(lambda: trainer.current_epoch) if trainer is not None else None,
+            )
+        return self._subgraph_loader
 
     def val_dataloader(self) -> FullGraphLoader | NeighborLoader:
         return self._loader("val")
@@ -287,10 +337,16 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         return {"store": str(self.store_path), "fingerprint": self.store.meta["fingerprint"]}
 
     def __repr__(self) -> str:
+        subgraph = (
+            f", subgraph_sampler={self.subgraph_sampler!r}, "
+            f"subgraph_size={self.subgraph_size}, steps_per_epoch={self.steps_per_epoch}"
+            if self.loader == "subgraph"
+            else ""
+        )
         return (
             f"GraphPartitionDataModule(dataset={self._dataset_name!r}, method={self.method!r}, "
             f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon}, "
-            f"loader={self.loader!r}" + (", force=True)" if self.force else ")")
+            f"loader={self.loader!r}{subgraph}" + (", force=True)" if self.force else ")")
         )
 
 

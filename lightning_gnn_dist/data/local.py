@@ -47,6 +47,12 @@ class LocalPartition:
         num_self_loops: ``[num_owned + num_halo] int64`` self loops of every local vertex in
             the input graph (more than one in a multigraph); ``None`` in parts stored before it
             existed, read as ``has_self_loop``.
+        halo_global_ids: ``[num_halo] int64`` original (dataset) ids of the halo vertices.
+        send_edge_offsets: ``[Σ send_counts + 1] int64``; the out-edges of send entry ``e``
+            (owned row ``send_index[e]`` → its peer) are ``send_edge_targets[offsets[e]:offsets[e+1]]``.
+        send_edge_targets: original ids of the peer's vertices each send entry's row feeds. With
+            the two ``halo_*``/``send_edge_*`` fields a rank restricts its plans to a sampled
+            subgraph without global structure (``data.subgraph_loader``).
     """
 
     part_id: int
@@ -67,6 +73,9 @@ class LocalPartition:
     val_mask: Tensor | None = None
     test_mask: Tensor | None = None
     num_self_loops: Tensor | None = None
+    halo_global_ids: Tensor | None = None
+    send_edge_offsets: Tensor | None = None
+    send_edge_targets: Tensor | None = None
 
     @property
     def num_owned(self) -> int:
@@ -171,6 +180,14 @@ def build_local_partitions(
         halo_src[send_order],
     )
     send_bounds = np.searchsorted(send_owner, np.arange(num_parts + 1))
+    # Cross edges ordered like the send entries (owner, peer, source): each entry's out-edges.
+    cross_src, cross_dst = src[cross], dst[cross]
+    cross_order = np.lexsort((cross_dst, cross_src, new_part[cross_dst], new_part[cross_src]))
+    cross_src, cross_dst = cross_src[cross_order], cross_dst[cross_order]
+    entry_key = (send_owner * num_parts + send_peer) * num_nodes + send_src
+    cross_key = (new_part[cross_src] * num_parts + new_part[cross_dst]) * num_nodes + cross_src
+    send_edge_bounds = np.searchsorted(cross_key, entry_key)
+    send_edge_bounds = np.append(send_edge_bounds, cross_key.size).astype(np.int64)
 
     edge_order = np.argsort(dst, kind="stable")
     src, dst = src[edge_order], dst[edge_order]
@@ -199,6 +216,12 @@ def build_local_partitions(
             in_degree=torch.from_numpy(in_degree[local_vertices]),
             has_self_loop=torch.from_numpy(num_loops[local_vertices] > 0),
             num_self_loops=torch.from_numpy(num_loops[local_vertices]),
+        )
+        part.halo_global_ids = torch.from_numpy(new_to_old[halo])
+        edge_bounds_p = send_edge_bounds[send_bounds[p] : send_bounds[p + 1] + 1]
+        part.send_edge_offsets = torch.from_numpy(edge_bounds_p - edge_bounds_p[0])
+        part.send_edge_targets = torch.from_numpy(
+            new_to_old[cross_dst[edge_bounds_p[0] : edge_bounds_p[-1]]]
         )
         index = torch.from_numpy(owned_old)
         for key in _OPTIONAL:

@@ -20,6 +20,7 @@ from lightning_gnn_dist.partition.hypergraph import (
 )
 from lightning_gnn_dist.partition.metis import MetisPartitioner
 from lightning_gnn_dist.partition.random import RandomPartitioner
+from lightning_gnn_dist.partition.stochastic_hypergraph import StochasticHypergraphPartitioner
 from lightning_gnn_dist.partition.vertex_cut import VertexCutPartitioner, vertex_cut_metrics
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "MtKaHyParPartitioner",
     "Partitioner",
     "RandomPartitioner",
+    "StochasticHypergraphPartitioner",
     "VertexCutPartitioner",
     "column_net_hypergraph",
     "get_partitioner",

@@ -29,12 +29,15 @@ class ColumnNetHypergraph:
             ``pins[net_offsets[j]:net_offsets[j + 1]]``.
         pins: ``[nnz(Â)] int64`` vertex ids.
         vertex_weights: ``[num_vertices] int64``, non-zeros of each row.
+        net_weights: ``[num_nets] int64`` weight of each net, or ``None`` for unit weights (the
+            column-net model; the stochastic model merges identical nets into weighted ones).
     """
 
     num_vertices: int
     net_offsets: np.ndarray
     pins: np.ndarray
     vertex_weights: np.ndarray
+    net_weights: np.ndarray | None = None
 
     @property
     def num_nets(self) -> int:

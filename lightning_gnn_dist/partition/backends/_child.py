@@ -70,7 +70,8 @@ def partition_in_child(
 
     Args:
         label: the partitioner's name in error messages (``"KaHyPar"``).
-        hg: the hypergraph (``net_offsets``, ``pins``, ``vertex_weights`` are written).
+        hg: the hypergraph (``net_offsets``, ``pins``, ``vertex_weights``, ``net_weights`` are
+            written).
         command: builds the child's command line from the input and output paths.
         timeout: seconds before the child is killed; ``None`` waits.
         advice: what to do after a failure, appended to error messages.
@@ -91,6 +92,10 @@ def partition_in_child(
             net_offsets=np.asarray(hg.net_offsets, dtype=np.int64),
             pins=np.asarray(hg.pins, dtype=np.int64),
             vertex_weights=np.asarray(hg.vertex_weights, dtype=np.int64),
+            net_weights=np.asarray(
+                hg.net_weights if hg.net_weights is not None else np.ones(hg.num_nets),
+                dtype=np.int64,
+            ),
         )
         try:
             child = subprocess.run(

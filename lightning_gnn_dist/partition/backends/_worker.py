@@ -12,8 +12,8 @@ Usage::
     python _worker.py kahypar   HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED CONFIG.ini
     python _worker.py mtkahypar HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED
 
-``HYPERGRAPH.npz`` holds ``net_offsets``, ``pins`` and ``vertex_weights`` (int64, the fields of
-``ColumnNetHypergraph``); ``OUTPUT.npy`` receives the ``[num_vertices] int64`` assignment and is
+``HYPERGRAPH.npz`` holds ``net_offsets``, ``pins``, ``vertex_weights`` and optionally
+``net_weights`` (int64, the fields of ``ColumnNetHypergraph``; unit net weights when absent); ``OUTPUT.npy`` receives the ``[num_vertices] int64`` assignment and is
 written only after the partitioner returned (atomically: written to a temporary name, then
 renamed). Exit status 2: bad arguments or unreadable input, with a message on stderr. The script
 imports only ``numpy`` and the partitioner (no torch), so it starts in well under a second.
@@ -64,6 +64,11 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _net_weights(arrays: dict, num_nets: int) -> list[int]:
+    weights = arrays.get("net_weights")
+    return [1] * num_nets if weights is None else weights.tolist()
+
+
 def _kahypar(arrays: dict, num_parts: int, epsilon: float, seed: int, config: Path) -> np.ndarray:
     import kahypar
 
@@ -75,7 +80,7 @@ def _kahypar(arrays: dict, num_parts: int, epsilon: float, seed: int, config: Pa
         arrays["net_offsets"].tolist(),
         arrays["pins"].tolist(),
         num_parts,
-        [1] * num_nets,
+        _net_weights(arrays, num_nets),
         arrays["vertex_weights"].tolist(),
     )
     context = kahypar.Context()  # fresh per process: a reused Context ends the process
@@ -109,7 +114,7 @@ def _mtkahypar(arrays: dict, num_parts: int, epsilon: float, seed: int) -> np.nd
         num_nets,
         nets,
         arrays["vertex_weights"].tolist(),
-        [1] * num_nets,
+        _net_weights(arrays, num_nets),
     )
     partitioned = hypergraph.partition(context)
     return np.asarray(partitioned.get_partition(), dtype=np.int64)
@@ -133,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with np.load(input_path) as stored:
             arrays = {k: stored[k] for k in ("net_offsets", "pins", "vertex_weights")}
+            if "net_weights" in stored:
+                arrays["net_weights"] = stored["net_weights"]
     except (OSError, KeyError, ValueError) as error:
         return _fail(f"cannot read the hypergraph {str(input_path)!r}: {error}")
 
