@@ -28,6 +28,7 @@ __version__ = "0.1.0.dev0"
 _NEUTRAL = {
     cls.__name__: cls
     for cls in (
+        BatchCommunicationMonitor,
         CommunicationMonitor,
         GNNStrategy,
         GraphPartitionDataModule,

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import Callback
 
+from lightning_gnn_dist._compat import LightningNeutral
 from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.partition.metrics import FLOAT32_BYTES, PartitionMetrics
@@ -34,7 +34,7 @@ def plan_metrics(view: LocalPartition, send_counts_all: np.ndarray) -> Partition
     )
 
 
-class BatchCommunicationMonitor(Callback):
+class BatchCommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"):
     """Records, for every training batch with a batch plan (``batch.local_partition``), the rows
     and bytes each rank's halo exchange sent per layer and direction, next to what the exchange
     mode predicts from the batch plans of all ranks.
