@@ -38,6 +38,10 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
       ``batch.train_mask`` rows (what single-process code computes); it is multiplied by
       ``local train count / global train count``. With ``"sum"`` it is used as is.
 
+    Namespace-neutral: ``GNNStrategy(...)`` builds the ``lightning.pytorch`` or the
+    ``pytorch_lightning`` strategy, whichever the calling code imported (README, "Both Lightning
+    namespaces"); ``isinstance(strategy, GNNStrategy)`` holds for both.
+
     Requires :class:`~lightning_gnn_dist.data.GraphPartitionDataModule` (or any datamodule with a
     ``local_partition`` and ``global_mask_count(name)``), whose number of parts must equal the
     world size.
