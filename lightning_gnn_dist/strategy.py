@@ -182,7 +182,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             )
 
     def __repr__(self) -> str:
-        return f"GNNStrategy(exchange={self.exchange_mode!r}, loss_reduction={self.loss_reduction!r}, start_method={self._start_method!r})"
+        return f"GNNStrategy(exchange={self.exchange_mode!r}, loss_reduction={self.loss_reduction!r}, start_method={self._start_method!r}, namespace={self._lightning_namespace!r})"
 
 
 def _to_device(partition: LocalPartition, device: torch.device) -> LocalPartition:

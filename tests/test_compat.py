@@ -137,3 +137,10 @@ def test_load_from_checkpoint_on_the_neutral_class(tmp_path, namespace):
     assert namespace_of(loaded) == namespace and loaded.hparams == model.hparams
     for key, value in model.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value), key
+
+
+def test_a_strategy_of_the_other_namespace_is_named_in_lightnings_error():
+    lightning = NAMESPACES[LIGHTNING_PYTORCH]
+    strategy = lgd.GNNStrategy.for_namespace(PYTORCH_LIGHTNING)(start_method="fork")
+    with pytest.raises(ValueError, match="namespace='pytorch_lightning'.*lightning.pytorch"):
+        lightning.Trainer(strategy=strategy, accelerator="cpu", devices=2, logger=False)
