@@ -135,6 +135,7 @@ def _assert_contains(printed, written, path: str) -> None:
 def test_cli_trains_a_user_module_from_a_config_on_two_ranks(tmp_path):
     """examples/graphsage_module.yaml: the user's ``lightning.pytorch`` module, 2 ranks via the
     popen launcher, with a lightning.pytorch logger and checkpoint callback from the config."""
+    pytest.importorskip("lightning")
     config = str(USER_MODULE_CONFIG)
     overrides = ["--trainer.max_epochs", "2", "--data.method", "random"]
     result = _run(["-m", "lightning_gnn_dist", "fit", "--config", config, *overrides], tmp_path)
@@ -182,6 +183,7 @@ def test_graphsage_lightning_example_single_then_distributed(tmp_path):
     """PyG's GraphSAGE example with ``import lightning as L``: one process with PyG's
     LightningNodeData, then ``gnn_ddp`` on 2 processes; the best checkpoint of the distributed run
     loads into a single-process model whose inference equals the distributed evaluation."""
+    pytest.importorskip("lightning")
     result_file = tmp_path / "result.json"
     args = ["--epochs", "3", "--dropout", "0", "--result", str(result_file)]
     result = _run([str(EXAMPLES / "graphsage_lightning.py"), *args], cwd=tmp_path)
