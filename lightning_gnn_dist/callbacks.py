@@ -5,17 +5,19 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
-from pytorch_lightning.utilities import rank_zero_only  # one object shared by both namespaces
+from lightning_utilities.core.rank_zero import rank_zero_only  # what both namespaces use
 from rich.console import Console
 from rich.table import Table
 
 from lightning_gnn_dist._compat import LightningNeutral
 from lightning_gnn_dist.comm.cached import STATISTIC_FIELDS
+
+if TYPE_CHECKING:  # annotations only; the classes work with either namespace
+    import pytorch_lightning as pl
 
 _CACHE_KEYS = ("rounds_sent", "rounds_skipped", "bytes_avoided", "age_max", "age_mean")
 _FIELDS = (

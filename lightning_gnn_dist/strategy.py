@@ -62,6 +62,10 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     trains on the same sampled subgraph) runs the same exchange mode on that batch plan, and its
     loss is scaled by the rank's share of the batch's training vertices (``num_train_global``).
 
+    Namespace-neutral: ``GNNStrategy(...)`` builds the ``lightning.pytorch`` or the
+    ``pytorch_lightning`` strategy, whichever the calling code imported (README, "Both Lightning
+    namespaces"); ``isinstance(strategy, GNNStrategy)`` holds for both.
+
     Requires :class:`~lightning_gnn_dist.data.GraphPartitionDataModule` (or any datamodule with a
     ``local_partition`` and ``global_mask_count(name)``), whose number of parts must equal the
     world size.
@@ -354,7 +358,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
 
     def __repr__(self) -> str:
         options = "".join(f", {k}={v!r}" for k, v in self.exchange_options.items())
-        return f"GNNStrategy(exchange={self.exchange_mode!r}{options}, loss_reduction={self.loss_reduction!r}, start_method={self._start_method!r})"
+        return (
+            f"GNNStrategy(exchange={self.exchange_mode!r}{options}, "
+            f"loss_reduction={self.loss_reduction!r}, start_method={self._start_method!r}, "
+            f"namespace={self._lightning_namespace!r})"
+        )
 
 
 def _join(environment, startup_timeout: timedelta, timeout: timedelta) -> dist.Store:

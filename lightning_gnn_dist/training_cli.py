@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,8 +64,6 @@ def run_lightning_cli(argv: Sequence[str] | None = None):
     Raises:
         CLIError: the model ``class_path`` cannot be imported or is not a LightningModule.
     """
-    import sys
-
     args = list(sys.argv[1:] if argv is None else argv)
     namespace = model_namespace(args)
     lightning = NAMESPACES[namespace]

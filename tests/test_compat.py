@@ -121,3 +121,26 @@ def test_bad_namespace_names_say_what_to_use():
     with pytest.raises(ValueError, match="lightning.pytorch class"):
         concrete.for_namespace("pytorch_lightning")
     assert lgd.NodeClassifier.for_namespace(NAMESPACES[LIGHTNING_PYTORCH]) is concrete
+
+
+@pytest.mark.parametrize("namespace", list(NAMESPACES))
+def test_load_from_checkpoint_on_the_neutral_class(tmp_path, namespace):
+    import torch
+
+    with lightning_namespace(namespace):
+        model = lgd.NodeClassifier(in_channels=4, num_classes=3)
+    path = tmp_path / "model.ckpt"
+    checkpoint = {"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams)}
+    torch.save({**checkpoint, "pytorch-lightning_version": "2.6.6"}, path)
+    with lightning_namespace(namespace):
+        loaded = lgd.NodeClassifier.load_from_checkpoint(path)
+    assert namespace_of(loaded) == namespace and loaded.hparams == model.hparams
+    for key, value in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+
+
+def test_a_strategy_of_the_other_namespace_is_named_in_lightnings_error():
+    lightning = NAMESPACES[LIGHTNING_PYTORCH]
+    strategy = lgd.GNNStrategy.for_namespace(PYTORCH_LIGHTNING)(start_method="fork")
+    with pytest.raises(ValueError, match="namespace='pytorch_lightning'.*lightning.pytorch"):
+        lightning.Trainer(strategy=strategy, accelerator="cpu", devices=2, logger=False)

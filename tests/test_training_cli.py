@@ -10,6 +10,7 @@ from lightning_gnn_dist._compat import LIGHTNING_PYTORCH, PYTORCH_LIGHTNING, def
 from lightning_gnn_dist.cli import main
 from lightning_gnn_dist.training_cli import CLIError, model_namespace
 
+pytest.importorskip("lightning")  # the user module of the examples is a lightning.pytorch module
 USER_MODULE = "examples.graphsage_lightning.Model"  # a lightning.pytorch LightningModule
 
 
