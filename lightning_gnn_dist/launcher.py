@@ -160,6 +160,7 @@ class _Children:
         self.failure: FailureReport | None = None
         self._lock = threading.Lock()
         self._killed = self._printed = False
+        self._own: FailureReport | None = None  # rank 0's own failure, seen by the watcher too
         threading.Thread(target=self._watch, name="lightning-gnn-dist-ranks", daemon=True).start()
         atexit.register(self.finish)
 
@@ -183,14 +184,17 @@ class _Children:
 
     def decide(self, own: FailureReport | None) -> FailureReport:
         """The first failure of the job (decided once; later calls return the same report)."""
+        if own is not None:
+            self._own = own
         with self._lock:
             if self.failure is None:
-                self.failure = self._diagnose(own)
+                self.failure = self._diagnose()
             return self.failure
 
-    def _diagnose(self, own: FailureReport | None) -> FailureReport:
+    def _diagnose(self) -> FailureReport:
         deadline = time.monotonic() + self.grace_s
         while True:
+            own = self._own
             reports = self._reports() + ([own] if own is not None else [])
             causes = [r for r in reports if not r.peer_failure]
             if causes:
