@@ -48,7 +48,11 @@ class GNNStrategy(DDPStrategy):
       is scaled so the sum equals the single-process gradient (design §5). With
       ``loss_reduction="mean"`` the ``training_step`` loss must be the mean over the rank's
       ``batch.train_mask`` rows (what single-process code computes); it is multiplied by
-      ``local train count / global train count``. With ``"sum"`` it is used as is.
+      ``local train count / global train count``. With ``"sum"`` it is used as is;
+    * checkpoints also hold every rank's RNG and exchange state and the run's identity, so a
+      resumed fit continues exactly (:mod:`lightning_gnn_dist.resume`);
+    * under the popen launcher a failing rank is reported once, as one line, and no child rank
+      outlives the job (:mod:`lightning_gnn_dist.launcher`).
 
     Requires :class:`~lightning_gnn_dist.data.GraphPartitionDataModule` (or any datamodule with a
     ``local_partition`` and ``global_mask_count(name)``), whose number of parts must equal the
@@ -90,7 +94,8 @@ class GNNStrategy(DDPStrategy):
         self.comm_counters = {stage: CommCounter() for stage in STAGES}
         self.graph_context: GraphContext | None = None
         self._loss_weight = 1.0
-        self._resume: dict[str, Any] | None = None  # this rank's state from a loaded checkpoint
+        self._resume: dict[str, Any] | None = None  # our part of a loaded checkpoint
+        self._resume_rng: dict[str, Any] | None = None  # this rank's RNG, set at train start
 
     # -- launch -------------------------------------------------------------------------------
     def _configure_launcher(self) -> None:
@@ -138,16 +143,7 @@ class GNNStrategy(DDPStrategy):
         partition = _to_device(partition, self.root_device)
         exchange = make_exchange(self.exchange_mode, partition, self.comm_counters["train"])
         self.graph_context = GraphContext(partition, exchange)
-        if self._resume is not None:
-            if trainer.state.fn == "fit":
-                check_same_run(
-                    self._resume["run"],
-                    run_identity(datamodule, self.world_size),
-                    self._resume["path"],
-                )
-            exchange.load_state_dict(self._resume["rank"].get("exchange", {}))
-            if trainer.state.fn != "fit":
-                self._resume = None  # weights only: validate/test/predict draw no training noise
+        self._restore_rank_state(trainer, exchange)
         if self.loss_reduction == "mean" and partition.train_mask is not None:
             local = int(partition.train_mask.sum())
             self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
@@ -181,29 +177,29 @@ class GNNStrategy(DDPStrategy):
     def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict[str, Any]:
         checkpoint = super().load_checkpoint(checkpoint_path, weights_only=weights_only)
         saved = checkpoint.get(CHECKPOINT_KEY)
-        self._resume = None
-        if saved is not None:
-            ranks = saved["ranks"]
-            if len(ranks) != self.world_size:
-                check_same_run(
-                    saved["run"],
-                    {**saved["run"], "world_size": self.world_size},
-                    str(checkpoint_path),
-                )
-            self._resume = {
-                "run": saved["run"],
-                "rank": ranks[self.global_rank],
-                "path": str(checkpoint_path),
-            }
+        self._resume = None if saved is None else {**saved, "path": str(checkpoint_path)}
         return checkpoint
+
+    def _restore_rank_state(self, trainer, exchange) -> None:
+        """On ``fit(ckpt_path=...)``: refuse another run's checkpoint, restore this rank's
+        exchange state now and its RNG state at train start (validate/test/predict only need
+        the weights, which Lightning restores)."""
+        saved, self._resume = self._resume, None
+        if saved is None or trainer.state.fn != "fit":
+            return
+        current = run_identity(trainer.datamodule, self.world_size)
+        check_same_run(saved["run"], current, saved["path"])
+        state = saved["ranks"][self.global_rank]
+        exchange.load_state_dict(state.get("exchange", {}))
+        self._resume_rng = state["rng"]
 
     def on_train_start(self) -> None:
         # Last, after sanity validation and model set-up, so nothing draws from the restored
         # generators before the first resumed training step.
         super().on_train_start()
-        if self._resume is not None:
-            set_rng_state(self._resume["rank"]["rng"])
-            self._resume = None
+        if self._resume_rng is not None:
+            set_rng_state(self._resume_rng)
+            self._resume_rng = None
 
     def _exchange_state(self) -> dict[str, Any]:
         return self.graph_context.exchange.state_dict() if self.graph_context is not None else {}
