@@ -77,3 +77,20 @@ def test_timeouts_must_be_positive(name):
 
     with pytest.raises(ValueError, match=rf"{name} must be positive seconds \(got 0\)"):
         GNNStrategy(**{name: 0})
+
+
+@pytest.mark.parametrize(
+    ("error", "symptom"),
+    [
+        (RuntimeError("[gloo/transport/tcp/pair.cc:553] Connection closed by peer"), True),
+        (RuntimeError("Timed out waiting 4000ms for recv operation to complete"), True),
+        (RuntimeError("deliberate failure on rank 1"), False),
+        (ValueError("bad value: gloo"), False),
+    ],
+)
+def test_communication_errors_are_symptoms_not_causes(error, symptom):
+    from lightning_gnn_dist.launcher import FailureReport, is_peer_failure
+
+    assert is_peer_failure(error) is symptom
+    report = FailureReport.from_exception(3, error)
+    assert report.line == f"rank 3 failed: {type(error).__name__}: {error}"
