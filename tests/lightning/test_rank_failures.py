@@ -71,6 +71,18 @@ def test_failing_rank_gives_one_line_and_leaves_nothing(tmp_path, how, rank, sum
     assert list((tmp_path / "tmp").glob("lightning-gnn-dist-*")) == []  # the failure reports
 
 
+def test_rank_frozen_after_training_is_killed_when_rank_0_ends(tmp_path):
+    """A successful job whose rank 1 freezes after the last collective: rank 0 exits normally
+    and takes the stopped rank with it instead of leaving it behind."""
+    flags = ["--fail-rank", "1", "--fail-how", "stop-after-fit", "--epochs", "2"]
+    proc, _ = _run(tmp_path, *flags)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    assert "rank 1 had not ended when rank 0 did (state T); killed" in output
+    pids = [int(file.read_text()) for file in (tmp_path / "pids").glob("rank-*.pid")]
+    assert len(pids) == 2 and not [pid for pid in pids if _alive(pid)]
+
+
 @pytest.mark.parametrize("name", ["timeout", "startup_timeout"])
 def test_timeouts_must_be_positive(name):
     from lightning_gnn_dist import GNNStrategy
