@@ -278,8 +278,10 @@ def _join(environment, startup_timeout: timedelta, timeout: timedelta) -> dist.S
         store.set(keys[rank], "1")
         store.wait(keys, startup_timeout)
     except (RuntimeError, dist.DistError) as error:
+        if "timed out" not in str(error).lower():
+            raise  # e.g. the port is taken: not a start-up delay
         raise TimeoutError(
-            f"rank {rank}: not all {world_size} processes started within "
+            f"not all {world_size} processes started within "
             f"startup_timeout={startup_timeout.total_seconds():g} s ({error}); on a loaded "
             "machine pass a larger GNNStrategy(startup_timeout=...)"
         ) from None
