@@ -204,16 +204,16 @@ class _Children:
                 code = proc.poll()
                 if code is not None and code < 0 and rank not in reported:
                     return FailureReport(rank, f"killed by {signal.Signals(-code).name}")
+            for rank, proc in self.procs.items():
+                if _process_state(proc.pid) in ("T", "t"):
+                    return FailureReport(
+                        rank,
+                        "process stopped (SIGSTOP or a debugger) and missed the collective timeout",
+                    )
             running = [proc for proc in self.procs.values() if proc.poll() is None]
             if not running or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-        for rank, proc in self.procs.items():
-            if _process_state(proc.pid) in ("T", "t"):
-                return FailureReport(
-                    rank,
-                    "process stopped (SIGSTOP or a debugger) and missed the collective timeout",
-                )
         for rank, proc in self.procs.items():
             if proc.poll() not in (None, 0) and rank not in reported:
                 return FailureReport(rank, f"exited with code {proc.returncode} and no report")
