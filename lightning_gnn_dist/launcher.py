@@ -161,6 +161,7 @@ class _Children:
         self.failure: FailureReport | None = None
         self._lock = threading.Lock()
         self._killed = self._printed = False
+        self._own: FailureReport | None = None  # rank 0's own failure, seen by the watcher too
         threading.Thread(target=self._watch, name="lightning-gnn-dist-ranks", daemon=True).start()
         atexit.register(self.finish)
 
@@ -184,14 +185,17 @@ class _Children:
 
     def decide(self, own: FailureReport | None) -> FailureReport:
         """The first failure of the job (decided once; later calls return the same report)."""
+        if own is not None:
+            self._own = own
         with self._lock:
             if self.failure is None:
-                self.failure = self._diagnose(own)
+                self.failure = self._diagnose()
             return self.failure
 
-    def _diagnose(self, own: FailureReport | None) -> FailureReport:
+    def _diagnose(self) -> FailureReport:
         deadline = time.monotonic() + self.grace_s
         while True:
+            own = self._own
             reports = self._reports() + ([own] if own is not None else [])
             causes = [r for r in reports if not r.peer_failure]
             if causes:
@@ -201,16 +205,16 @@ class _Children:
                 code = proc.poll()
                 if code is not None and code < 0 and rank not in reported:
                     return FailureReport(rank, f"killed by {signal.Signals(-code).name}")
+            for rank, proc in self.procs.items():
+                if _process_state(proc.pid) in ("T", "t"):
+                    return FailureReport(
+                        rank,
+                        "process stopped (SIGSTOP or a debugger) and missed the collective timeout",
+                    )
             running = [proc for proc in self.procs.values() if proc.poll() is None]
             if not running or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-        for rank, proc in self.procs.items():
-            if _process_state(proc.pid) in ("T", "t"):
-                return FailureReport(
-                    rank,
-                    "process stopped (SIGSTOP or a debugger) and missed the collective timeout",
-                )
         for rank, proc in self.procs.items():
             if proc.poll() not in (None, 0) and rank not in reported:
                 return FailureReport(rank, f"exited with code {proc.returncode} and no report")

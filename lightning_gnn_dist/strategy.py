@@ -22,7 +22,7 @@ from torch_geometric.data import Data
 from lightning_gnn_dist._compat import NAMESPACES, LightningNeutral
 from lightning_gnn_dist.comm.cached import check_cache_options
 from lightning_gnn_dist.comm.counters import CommCounter
-from lightning_gnn_dist.comm.exchange import make_exchange, resolve_exchange_mode
+from lightning_gnn_dist.comm.exchange import HaloExchange, make_exchange, resolve_exchange_mode
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.launcher import GNNSubprocessLauncher
 from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
@@ -50,7 +50,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
       is scaled so the sum equals the single-process gradient (design §5). With
       ``loss_reduction="mean"`` the ``training_step`` loss must be the mean over the rank's
       ``batch.train_mask`` rows (what single-process code computes); it is multiplied by
-      ``local train count / global train count``. With ``"sum"`` it is used as is.
+      ``local train count / global train count``. With ``"sum"`` it is used as is;
+    * checkpoints also hold every rank's RNG and exchange state and the run's identity, so a
+      resumed fit continues exactly (:mod:`lightning_gnn_dist.resume`);
+    * under the popen launcher a failing rank is reported once, as one line, and no child rank
+      outlives the job (:mod:`lightning_gnn_dist.launcher`).
 
     With ``GraphPartitionDataModule(loader="neighbor")`` (owner-compute mini-batches, DistDGL)
     the model runs unchanged on each rank's sampled batch: no halo exchange runs inside the
@@ -125,7 +129,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         self.comm_counters = {stage: CommCounter() for stage in STAGES}
         self.graph_context: GraphContext | None = None
         self._loss_weight = self._full_loss_weight = 1.0
-        self._resume: dict[str, Any] | None = None  # this rank's state from a loaded checkpoint
+        self._resume: dict[str, Any] | None = None  # our part of a loaded checkpoint
+        self._resume_rng: dict[str, Any] | None = None  # this rank's RNG, set at train start
         self.data_parallel = False
 
     # -- launch -------------------------------------------------------------------------------
@@ -178,6 +183,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             # layers, inside one (eval_loader="full") they exchange halo rows.
             self.data_parallel = True
             self._eval_contexts: dict[str, GraphContext] = {}
+            self._restore_rank_state(trainer, None)
             distribute(self.lightning_module)
             super().setup(trainer)
             return
@@ -186,16 +192,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             self.exchange_mode, partition, self.comm_counters["train"], **self.exchange_options
         )
         self.graph_context = make_graph_context(partition, exchange)
-        if self._resume is not None:
-            if trainer.state.fn == "fit":
-                check_same_run(
-                    self._resume["run"],
-                    run_identity(datamodule, self.world_size),
-                    self._resume["path"],
-                )
-            exchange.load_state_dict(self._resume["rank"].get("exchange", {}))
-            if trainer.state.fn != "fit":
-                self._resume = None  # weights only: validate/test/predict draw no training noise
+        self._restore_rank_state(trainer, exchange)
         if self.loss_reduction == "mean" and partition.train_mask is not None:
             local = int(partition.train_mask.sum())
             self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
@@ -233,29 +230,30 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict[str, Any]:
         checkpoint = super().load_checkpoint(checkpoint_path, weights_only=weights_only)
         saved = checkpoint.get(CHECKPOINT_KEY)
-        self._resume = None
-        if saved is not None:
-            ranks = saved["ranks"]
-            if len(ranks) != self.world_size:
-                check_same_run(
-                    saved["run"],
-                    {**saved["run"], "world_size": self.world_size},
-                    str(checkpoint_path),
-                )
-            self._resume = {
-                "run": saved["run"],
-                "rank": ranks[self.global_rank],
-                "path": str(checkpoint_path),
-            }
+        self._resume = None if saved is None else {**saved, "path": str(checkpoint_path)}
         return checkpoint
+
+    def _restore_rank_state(self, trainer, exchange: HaloExchange | None) -> None:
+        """On ``fit(ckpt_path=...)``: refuse another run's checkpoint, restore this rank's
+        exchange state now and its RNG state at train start (validate/test/predict only need
+        the weights, which Lightning restores)."""
+        saved, self._resume = self._resume, None
+        if saved is None or trainer.state.fn != "fit":
+            return
+        current = run_identity(trainer.datamodule, self.world_size)
+        check_same_run(saved["run"], current, saved["path"])
+        state = saved["ranks"][self.global_rank]
+        if exchange is not None:
+            exchange.load_state_dict(state.get("exchange", {}))
+        self._resume_rng = state["rng"]
 
     def on_train_start(self) -> None:
         # Last, after sanity validation and model set-up, so nothing draws from the restored
         # generators before the first resumed training step.
         super().on_train_start()
-        if self._resume is not None:
-            set_rng_state(self._resume["rank"]["rng"])
-            self._resume = None
+        if self._resume_rng is not None:
+            set_rng_state(self._resume_rng)
+            self._resume_rng = None
 
     def _exchange_state(self) -> dict[str, Any]:
         return self.graph_context.exchange.state_dict() if self.graph_context is not None else {}
@@ -377,8 +375,10 @@ def _join(environment, startup_timeout: timedelta, timeout: timedelta) -> dist.S
         store.set(keys[rank], "1")
         store.wait(keys, startup_timeout)
     except (RuntimeError, dist.DistError) as error:
+        if "timed out" not in str(error).lower():
+            raise  # e.g. the port is taken: not a start-up delay
         raise TimeoutError(
-            f"rank {rank}: not all {world_size} processes started within "
+            f"not all {world_size} processes started within "
             f"startup_timeout={startup_timeout.total_seconds():g} s ({error}); on a loaded "
             "machine pass a larger GNNStrategy(startup_timeout=...)"
         ) from None

@@ -46,9 +46,9 @@ def _alive(pid: int) -> bool:
         ("raise", 0, "RuntimeError: deliberate failure on rank 0", ["--timeout", "15"]),
         ("raise", 1, "RuntimeError: deliberate failure on rank 1", ["--timeout", "15"]),
         ("kill", 1, "killed by SIGKILL", ["--timeout", "15"]),
-        # Rank 1 also starts 6 s late: with timeout=4 bounding start-up too, the launch itself
-        # would fail ("1/2 clients joined"); startup_timeout (default 300 s) lets it join.
-        ("stop", 1, "process stopped", ["--timeout", "4", "--delay-rank", "1", "--delay", "6"]),
+        # Rank 1 also starts late (its imports, then 4 s): with timeout=4 bounding start-up
+        # too, the launch itself would fail ("1/2 clients joined"); startup_timeout lets it join.
+        ("stop", 1, "process stopped", ["--timeout", "4", "--delay-rank", "1", "--delay", "4"]),
     ],
 )
 def test_failing_rank_gives_one_line_and_leaves_nothing(tmp_path, how, rank, summary, flags):
@@ -71,9 +71,38 @@ def test_failing_rank_gives_one_line_and_leaves_nothing(tmp_path, how, rank, sum
     assert list((tmp_path / "tmp").glob("lightning-gnn-dist-*")) == []  # the failure reports
 
 
+def test_rank_frozen_after_training_is_killed_when_rank_0_ends(tmp_path):
+    """A successful job whose rank 1 freezes after the last collective: rank 0 exits normally
+    and takes the stopped rank with it instead of leaving it behind."""
+    flags = ["--fail-rank", "1", "--fail-how", "stop-after-fit", "--epochs", "2"]
+    proc, _ = _run(tmp_path, *flags)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    assert "rank 1 had not ended when rank 0 did (state T); killed" in output
+    pids = [int(file.read_text()) for file in (tmp_path / "pids").glob("rank-*.pid")]
+    assert len(pids) == 2 and not [pid for pid in pids if _alive(pid)]
+
+
 @pytest.mark.parametrize("name", ["timeout", "startup_timeout"])
 def test_timeouts_must_be_positive(name):
     from lightning_gnn_dist import GNNStrategy
 
     with pytest.raises(ValueError, match=rf"{name} must be positive seconds \(got 0\)"):
         GNNStrategy(**{name: 0})
+
+
+@pytest.mark.parametrize(
+    ("error", "symptom"),
+    [
+        (RuntimeError("[gloo/transport/tcp/pair.cc:553] Connection closed by peer"), True),
+        (RuntimeError("Timed out waiting 4000ms for recv operation to complete"), True),
+        (RuntimeError("deliberate failure on rank 1"), False),
+        (ValueError("bad value: gloo"), False),
+    ],
+)
+def test_communication_errors_are_symptoms_not_causes(error, symptom):
+    from lightning_gnn_dist.launcher import FailureReport, is_peer_failure
+
+    assert is_peer_failure(error) is symptom
+    report = FailureReport.from_exception(3, error)
+    assert report.line == f"rank 3 failed: {type(error).__name__}: {error}"

@@ -110,3 +110,19 @@ def test_resume_with_another_world_size_is_refused():
     with pytest.raises(ResumeMismatchError, match="world_size: checkpoint 2, this run 4"):
         check_same_run(saved, {**saved, "world_size": 4}, "last.ckpt")
     check_same_run(saved, dict(saved), "last.ckpt")  # the same run resumes
+
+
+def test_validate_takes_only_the_weights_of_another_runs_checkpoint(interrupted):
+    tmp, _, checkpoint = interrupted
+    trainer = pl.Trainer(
+        strategy="gnn_ddp_fork",
+        accelerator="cpu",
+        devices=2,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    module = NodeClassifier(dropout=0.5, in_channels=8, num_classes=3)
+    datamodule = GraphPartitionDataModule(OTHER_DATASET, method="metis", root=str(tmp / "stores"))
+    (metrics,) = trainer.validate(module, datamodule=datamodule, ckpt_path=checkpoint)
+    assert 0 <= metrics["val_acc"] <= 1

@@ -1,7 +1,7 @@
 """A tiny distributed fit driven by command-line flags, for launcher contract tests.
 
     python train_script.py --root DIR [--devices 2] [--fail-rank R --fail-epoch E]
-                           [--fail-how raise|kill|stop] [--timeout S] [--startup-timeout S]
+                           [--fail-how raise|kill|stop|stop-after-fit] [--timeout S] [--startup-timeout S]
                            [--delay-rank R --delay S] [--pid-dir DIR]
                            [--predict-dir DIR] [--result FILE]
 
@@ -33,7 +33,8 @@ class FailingClassifier(NodeClassifier):
         self.fail_rank, self.fail_epoch, self.fail_how = fail_rank, fail_epoch, fail_how
 
     def training_step(self, batch, batch_idx):
-        if self.global_rank == self.fail_rank and self.current_epoch == self.fail_epoch:
+        failing = self.global_rank == self.fail_rank and self.fail_how != "stop-after-fit"
+        if failing and self.current_epoch == self.fail_epoch:
             if self.fail_how == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
             if self.fail_how == "stop":
@@ -51,7 +52,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--fail-rank", type=int, default=-1)
     parser.add_argument("--fail-epoch", type=int, default=1)
-    parser.add_argument("--fail-how", choices=["raise", "kill", "stop"], default="raise")
+    parser.add_argument(
+        "--fail-how", choices=["raise", "kill", "stop", "stop-after-fit"], default="raise"
+    )
     parser.add_argument("--timeout", type=float, default=30)
     parser.add_argument("--startup-timeout", type=float, default=300)
     parser.add_argument("--delay-rank", type=int, default=-1)
@@ -84,6 +87,8 @@ def main() -> None:
     )
     datamodule = GraphPartitionDataModule("digits", method="metis", root=args.root)
     trainer.fit(model, datamodule=datamodule)
+    if args.fail_how == "stop-after-fit" and trainer.global_rank == args.fail_rank:
+        os.kill(os.getpid(), signal.SIGSTOP)  # frozen after the last collective
     if args.predict_dir:
         trainer.predict(model, datamodule=datamodule, return_predictions=False)
     if args.result and trainer.is_global_zero:
