@@ -70,9 +70,9 @@ class CommunicationMonitor(Callback):
         self.print_table = print_table
         self.plot_dir = plot_dir
         if plot_dir is not None:
-            from lightning_gnn_dist.plots import _matplotlib
+            from lightning_gnn_dist.plots import require_matplotlib
 
-            _matplotlib()  # fail at construction, with the install hint, not after training
+            require_matplotlib()  # fail at construction, with the install hint, not after training
         self.rank_history: list[dict[str, Any]] = []
         self.history: list[dict[str, Any]] = []
         self.last_logged: dict[str, float] = {}
@@ -150,10 +150,8 @@ class CommunicationMonitor(Callback):
                 logged[f"comm/{layer}/{direction}/{key}"] = float(row[key])
         logged["comm/seconds_avg"] = float(comm_seconds.mean())
         logged["comm/seconds_max"] = float(comm_seconds.max())
-        logged["comm/compute_seconds_avg"] = float(
-            (step_seconds - comm_seconds).clamp(min=0).mean()
-        )
         compute_seconds = (step_seconds - comm_seconds).clamp(min=0)
+        logged["comm/compute_seconds_avg"] = float(compute_seconds.mean())
         self.rank_history.append(
             {
                 "epoch": trainer.current_epoch,

@@ -141,6 +141,7 @@ def test_outside_a_context_it_is_batchnorm():
         pyg_norm.InstanceNorm(C),
         pyg_norm.MeanSubtractionNorm(),
         pyg_norm.GraphSizeNorm(),
+        nn.BatchNorm2d(C),
     ],
     ids=lambda n: type(n).__name__,
 )
