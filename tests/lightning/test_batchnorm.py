@@ -148,7 +148,7 @@ def test_best_checkpoint_reproduces_the_monitored_validation_score(tmp_path):
     trainer = pl.Trainer(
         strategy="gnn_ddp_fork",
         accelerator="cpu",
-        devices=3,
+        devices=2,
         max_epochs=EPOCHS,
         callbacks=[checkpoint],
         logger=False,
@@ -157,7 +157,7 @@ def test_best_checkpoint_reproduces_the_monitored_validation_score(tmp_path):
         num_sanity_val_steps=0,
     )
     datamodule = GraphPartitionDataModule(
-        DATASET, method="random", num_parts=3, root=str(tmp_path / "store")
+        DATASET, method="random", num_parts=2, root=str(tmp_path / "store")
     )
     trainer.fit(UserModule(), datamodule=datamodule)
     # The fork launcher returns the best path to this process, not the score: read it back.
