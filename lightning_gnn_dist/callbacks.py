@@ -81,9 +81,9 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         self.print_table = print_table
         self.plot_dir = plot_dir
         if plot_dir is not None:
-            from lightning_gnn_dist.plots import _matplotlib
+            from lightning_gnn_dist.plots import require_matplotlib
 
-            _matplotlib()  # fail at construction, with the install hint, not after training
+            require_matplotlib()  # fail at construction, with the install hint, not after training
         self.rank_history: list[dict[str, Any]] = []
         self.history: list[dict[str, Any]] = []
         self.last_logged: dict[str, float] = {}
@@ -112,6 +112,7 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         )
         world = trainer.world_size
         peer_bytes = torch.zeros(world, dtype=torch.float64)
+        per_peer = all(t.bytes_sent_to is not None for _, _, t in items)
         for _, _, t in items:
             if t.bytes_sent_to is not None:
                 peer_bytes += torch.tensor(t.bytes_sent_to, dtype=torch.float64)
@@ -167,15 +168,15 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
                 logged[f"comm/{layer}/{direction}/{key}"] = float(row[key])
         logged["comm/seconds_avg"] = float(comm_seconds.mean())
         logged["comm/seconds_max"] = float(comm_seconds.max())
-        logged["comm/compute_seconds_avg"] = float(
-            (step_seconds - comm_seconds).clamp(min=0).mean()
-        )
         compute_seconds = (step_seconds - comm_seconds).clamp(min=0)
+        logged["comm/compute_seconds_avg"] = float(compute_seconds.mean())
         self.rank_history.append(
             {
                 "epoch": trainer.current_epoch,
-                "peer_bytes": peer_matrix.numpy(),
+                # None when the exchange mode does not split its bytes by receiving rank
+                "peer_bytes": peer_matrix.numpy() if per_peer else None,
                 "predicted_peer_bytes": predicted_matrix,
+                "bytes_sent": float(stats[:, :, _FIELDS.index("bytes_sent")].sum()),
                 "rows_sent": stats[:, :, _FIELDS.index("rows_sent")].sum(1).numpy(),
                 "rows_received": stats[:, :, _FIELDS.index("rows_received")].sum(1).numpy(),
                 "wait_seconds": comm_seconds.numpy(),
@@ -234,16 +235,19 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
 
     def figures(self, metrics) -> dict[str, Any]:
         """``{"comm_matrix", "balance", "comm_vs_compute"}`` matplotlib figures: the last epoch's
-        bytes per rank pair (measured next to predicted) and per-rank balance (``metrics`` gives
-        owned vertices and non-zeros), and seconds and bytes over all epochs."""
+        bytes per rank pair (measured next to predicted; left out when the exchange mode does not
+        count bytes per receiving rank) and per-rank balance (``metrics`` gives owned vertices and
+        non-zeros), and seconds and bytes over all epochs."""
         from lightning_gnn_dist import plots
 
         last = self.rank_history[-1]
         epoch = last["epoch"]
-        return {
-            "comm_matrix": plots.communication_matrix_figure(
+        figures = {}
+        if last["peer_bytes"] is not None:
+            figures["comm_matrix"] = plots.communication_matrix_figure(
                 last["peer_bytes"], last["predicted_peer_bytes"], f"halo exchange, epoch {epoch}"
-            ),
+            )
+        return figures | {
             "balance": plots.balance_figure(
                 metrics.part_sizes,
                 metrics.part_nnz,
@@ -256,7 +260,7 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             "comm_vs_compute": plots.comm_compute_figure(
                 np.stack([r["compute_seconds"] for r in self.rank_history]),
                 np.stack([r["wait_seconds"] for r in self.rank_history]),
-                np.array([r["peer_bytes"].sum() for r in self.rank_history]),
+                np.array([r["bytes_sent"] for r in self.rank_history]),
             ),
         }
 

@@ -27,7 +27,8 @@ _LEGEND_OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.0, 1.0), "fontsize"
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
 
 
-def _matplotlib():
+def require_matplotlib():
+    """Import matplotlib or raise ``ModuleNotFoundError`` with the install hint."""
     try:
         import matplotlib
         from matplotlib.figure import Figure
@@ -39,7 +40,7 @@ def _matplotlib():
 
 
 def _new_figure(width: float, height: float) -> Figure:
-    _, figure_cls = _matplotlib()
+    _, figure_cls = require_matplotlib()
     return figure_cls(figsize=(width, height), dpi=100, layout="constrained")
 
 

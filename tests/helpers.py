@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from lightning_gnn_dist.data.graph import canonicalize
+from lightning_gnn_dist.data.graph import canonicalize, distinct_edges
 
 
 def random_graph(
@@ -16,14 +17,18 @@ def random_graph(
     self_loops: bool = True,
     features: int = 0,
     classes: int = 3,
+    parallel_edges: bool = False,
 ) -> Data:
-    """A canonical random graph; vertices beyond the edges' reach stay isolated."""
+    """A canonical random graph; vertices beyond the edges' reach stay isolated. Repeated draws
+    are merged into one edge unless ``parallel_edges`` (a multigraph)."""
     gen = torch.Generator().manual_seed(seed)
     edge_index = torch.randint(0, max(1, num_nodes - 2), (2, num_edges), generator=gen)
     if not self_loops:
         edge_index = edge_index[:, edge_index[0] != edge_index[1]]
     if not directed:
         edge_index = torch.cat([edge_index, edge_index.flip(0)], dim=1)
+    if not parallel_edges:
+        edge_index = torch.from_numpy(np.stack(distinct_edges(*edge_index.numpy(), num_nodes)))
     data = Data(edge_index=edge_index, num_nodes=num_nodes)
     if features:
         data.x = torch.randn(num_nodes, features, generator=gen)

@@ -189,3 +189,24 @@ def test_monitor_writes_pngs_and_tensorboard_figures_of_its_counters(tmp_path):
     assert {"comm/comm_matrix", "comm/balance", "comm/comm_vs_compute"} <= set(
         events.Tags()["images"]
     )
+
+
+def test_monitor_leaves_out_the_matrix_when_a_mode_does_not_count_per_rank_pair():
+    data = random_graph(30, 90, seed=2)
+    metrics = partition_metrics(data, get_partitioner("random").partition(data, 2), 2)
+    monitor = CommunicationMonitor()
+    epoch = {
+        "epoch": 0,
+        "peer_bytes": None,
+        "predicted_peer_bytes": None,
+        "bytes_sent": 96.0,
+        "rows_sent": np.array([4, 2]),
+        "rows_received": np.array([2, 4]),
+        "wait_seconds": np.array([0.1, 0.2]),
+        "compute_seconds": np.array([1.0, 1.0]),
+    }
+    monitor.rank_history = [epoch]
+    assert set(monitor.figures(metrics)) == {"balance", "comm_vs_compute"}
+    epoch["peer_bytes"] = np.array([[0, 64], [32, 0]])
+    matrix = monitor.figures(metrics)["comm_matrix"]
+    np.testing.assert_array_equal(matrix.axes[0].images[0].get_array(), epoch["peer_bytes"])

@@ -24,6 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd import Function
+from torch.nn.modules.batchnorm import _BatchNorm
 from torch_geometric.nn import norm as pyg_norm
 
 from lightning_gnn_dist.nn.context import current_graph_context
@@ -50,6 +51,8 @@ def check_norm_is_exact(module: nn.Module, name: str) -> None:
     reason = GRAPH_LEVEL_NORMS.get(type(module))
     if isinstance(module, pyg_norm.LayerNorm) and module.mode == "graph":
         reason = "with mode='graph' normalises by statistics of the whole graph"
+    if isinstance(module, _BatchNorm) and type(module) not in _SYNCHRONISED:
+        reason = "keeps batch statistics that only BatchNorm1d and SyncBatchNorm get synchronised"
     if reason is not None:
         raise ValueError(
             f"{type(module).__name__} ({name or 'model'}) {reason}; under a vertex partition each "
@@ -178,6 +181,9 @@ class DistBatchNorm(nn.BatchNorm1d):
         self.running_var.mul_(1 - factor).add_(unbiased.to(self.running_var.dtype), alpha=factor)
 
 
+_SYNCHRONISED = (nn.BatchNorm1d, nn.SyncBatchNorm, DistBatchNorm)
+
+
 class DistPyGBatchNorm(pyg_norm.BatchNorm):
     """:class:`torch_geometric.nn.BatchNorm` whose inner ``BatchNorm1d`` is a
     :class:`DistBatchNorm`; ``allow_single_element`` counts the rows of all ranks."""
@@ -193,7 +199,7 @@ def make_norm_distributed(module: nn.Module) -> bool:
         make_norm_distributed(module.module)
         module.module.allow_single_element = module.allow_single_element
         return True
-    if type(module) in (nn.BatchNorm1d, nn.SyncBatchNorm, DistBatchNorm):
+    if type(module) in _SYNCHRONISED:
         module.__class__ = DistBatchNorm
         return True
     return False

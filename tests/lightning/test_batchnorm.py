@@ -9,6 +9,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from pytorch_lightning.callbacks import ModelCheckpoint
 from torch import nn
 from torch_geometric.nn import SAGEConv
 from torch_geometric.nn import norm as pyg_norm
@@ -49,6 +50,18 @@ class UserModule(pl.LightningModule):
         share = F.cross_entropy(out[mask], batch.y[mask], reduction="sum") / batch.num_train_global
         self.log("train_loss", share.detach(), reduce_fx="sum", sync_dist=True, batch_size=1)
         return loss
+
+    def _val_loss(self, batch, name):
+        out = self.net(batch.x, batch.edge_index)  # eval mode: running statistics
+        mask = batch.val_mask
+        share = F.cross_entropy(out[mask], batch.y[mask], reduction="sum") / batch.num_val_global
+        self.log(name, share, reduce_fx="sum", sync_dist=True, batch_size=1)
+
+    def validation_step(self, batch, batch_idx):
+        self._val_loss(batch, "val_loss")
+
+    def test_step(self, batch, batch_idx):  # the validation split again, from a checkpoint
+        self._val_loss(batch, "test_loss")
 
     def configure_optimizers(self):
         return optimizer(self.parameters())
@@ -125,3 +138,37 @@ def test_batchnorm_training_equals_single_process(world_size, tmp_path):
             np.testing.assert_allclose(
                 np.array(rank["state"][key]), value.numpy(), rtol=1e-5, atol=1e-5, err_msg=key
             )
+
+
+def test_best_checkpoint_reproduces_the_monitored_validation_score(tmp_path):
+    """Running statistics are global, so the checkpoint (written by rank 0) holds the statistics
+    every rank validated with: testing from it repeats the best score exactly."""
+    pl.seed_everything(0)
+    checkpoint = ModelCheckpoint(dirpath=tmp_path / "ckpt", monitor="val_loss", mode="min")
+    trainer = pl.Trainer(
+        strategy="gnn_ddp_fork",
+        accelerator="cpu",
+        devices=2,
+        max_epochs=EPOCHS,
+        callbacks=[checkpoint],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
+    datamodule = GraphPartitionDataModule(
+        DATASET, method="random", num_parts=2, root=str(tmp_path / "store")
+    )
+    trainer.fit(UserModule(), datamodule=datamodule)
+    # The fork launcher returns the best path to this process, not the score: read it back.
+    state = torch.load(checkpoint.best_model_path, weights_only=False)["callbacks"]
+    best = float(next(v for k, v in state.items() if "ModelCheckpoint" in k)["best_model_score"])
+    tested = trainer.test(datamodule=datamodule, ckpt_path="best", verbose=False)[0]["test_loss"]
+    assert tested == pytest.approx(best, rel=1e-6, abs=1e-7)
+    # the checkpoint loads into a single-process model whose eval loss is the same number
+    data = load_dataset(DATASET)
+    single = UserModule.load_from_checkpoint(checkpoint.best_model_path).eval()
+    with torch.no_grad():
+        out = single.net(data.x, data.edge_index)
+    loss = F.cross_entropy(out[data.val_mask], data.y[data.val_mask])
+    assert float(loss) == pytest.approx(best, rel=1e-5, abs=1e-6)

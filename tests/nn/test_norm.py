@@ -74,11 +74,16 @@ def _run(norm, xs, grads, rows, context=None):
     )
 
 
-def _rank(rank, world_size, config):
+def _rank(rank, world_size):
+    """Every configuration on this rank's rows (one fork per world size)."""
     data = random_graph(N, 3 * N, seed=1, features=C)
     assignment = np.random.default_rng(5).integers(0, world_size, N)
     assignment[:world_size] = np.arange(world_size)  # no empty part
     part = list(build_local_partitions(data, assignment, world_size))[rank]
+    return {config: _rank_config(part, config) for config in CONFIGS}
+
+
+def _rank_config(part, config):
     context = GraphContext(part, make_exchange("p2p", part))
     norm = _make(config)
     distribute(norm)
@@ -98,15 +103,20 @@ def _rank(rank, world_size, config):
     }
 
 
+@pytest.fixture(scope="module")
+def distributed_runs():
+    return {size: run_ranks(_rank, size) for size in (2, 3)}
+
+
 @pytest.mark.parametrize("config", list(CONFIGS))
 @pytest.mark.parametrize("world_size", [2, 3])
-def test_dist_batchnorm_equals_single_process(config, world_size):
+def test_dist_batchnorm_equals_single_process(config, world_size, distributed_runs):
     xs, grads = _inputs(config)
     reference = _make(config)
     if config == "sync":  # single-process SyncBatchNorm is BatchNorm (and needs no group)
         reference.__class__ = nn.BatchNorm1d
     outs, x_grads, evaluated, param_grads, state = _run(reference, xs, grads, torch.arange(N))
-    results = run_ranks(_rank, world_size, config)
+    results = [by_config[config] for by_config in distributed_runs[world_size]]
     tol = {"rtol": 1e-5, "atol": 1e-5}
     for r in results:
         ids = r["ids"]
@@ -141,6 +151,7 @@ def test_outside_a_context_it_is_batchnorm():
         pyg_norm.InstanceNorm(C),
         pyg_norm.MeanSubtractionNorm(),
         pyg_norm.GraphSizeNorm(),
+        nn.BatchNorm2d(C),
     ],
     ids=lambda n: type(n).__name__,
 )
