@@ -82,7 +82,8 @@ class GraphPartitionDataModule(pl.LightningDataModule):
             ``"neighbor"``)
         cache_size (int): remote feature rows cached per rank (hot halo rows). (default: ``0``)
         prefetch (bool): sample and fetch the next training batch in a background thread (on
-            its own process group) while the current step runs. (default: ``False``)
+            its own process group) while the current step runs; validate at epoch ends only
+            (``val_check_interval=1.0``) with sampled evaluation. (default: ``False``)
     """
 
     def __init__(
