@@ -18,7 +18,10 @@ in the same invocation (absolute numbers are given alongside). Sections:
 (c) time per step and peak memory per rank at 1, 2 and 4 ranks against one process training on
     the whole graph with the same sampler (2 cores here: 4 ranks oversubscribe them);
 (d) prefetch gain: time per step with the next batch sampled in a background thread, against
-    without, at 1 and 2 ranks.
+    without, at 1 and 2 ranks;
+(e) the alternative to owner sampling: replicating the in-edges of every rank's halo vertices
+    (enough for 2-hop sampling, whose second-hop frontier is owned or halo) — the edges a rank
+    would hold, against its own, per partition method.
 
 Every measurement runs in a forked child of a parent that never loads the graph, so each peak
 RSS is that process's own.
@@ -218,6 +221,17 @@ def _rank_run(rank, world, store_path, steps, cache_size, prefetch, train):
     return result
 
 
+def halo_structure(store_path: str) -> dict:
+    """Per rank: own in-edges, and the in-edges of its halo vertices it would have to replicate."""
+    store = PartitionStore.open(store_path)
+    own, halo = [], []
+    for rank in range(store.num_parts):
+        part = store.load_part(rank)
+        own.append(int(part.edge_index.size(1)))
+        halo.append(int(part.in_degree[part.num_owned :].sum()))
+    return {"own_edges": own, "halo_in_edges": halo}
+
+
 def _mean(results: list[dict], key: str) -> float:
     return statistics.fmean(r[key] for r in results)
 
@@ -253,6 +267,7 @@ def main() -> None:
     cached = run_ranks(_rank_run, 4, stores["metis"], steps, cache_rows, False, False, timeout=1800)
     traffic["metis+cache"] = {k: _mean(cached, k) for k in cached[0]}
     report["traffic"] = traffic
+    report["halo_structure"] = {m: _in_child(halo_structure, path) for m, path in stores.items()}
     report["cache_rows"] = cache_rows
 
     print("(c, d) steps and memory at 1, 2, 4 ranks; prefetch", flush=True)
@@ -332,6 +347,22 @@ def markdown(r: dict) -> str:
             f"| {key} ranks | {t['steps_per_epoch']:.0f} | {1e3 * t['step_s']:.1f} | {t['step_s'] / s['step_s']:.2f} | "
             f"{t['step_s'] * t['steps_per_epoch']:.2f} | {t['step_s'] * t['steps_per_epoch'] / single_epoch:.2f} | "
             f"{peak:.0f} | {peak / s['peak_above_start_mib']:.2f} |"
+        )
+    lines += [
+        "",
+        "## (e) Replicated halo structure instead of owner sampling (4 ranks)",
+        "",
+        "In-edges of the halo vertices a rank would store to sample 2 hops locally, against its own "
+        "in-edges (max over ranks), and the owner-sampling traffic it would save per step.",
+        "",
+        "| partition | own in-edges (max) | halo in-edges (max) | halo / own (max) | sampling bytes per step avoided |",
+        "|---|---|---|---|---|",
+    ]
+    for method, h in r["halo_structure"].items():
+        ratio = max(b / max(1, a) for a, b in zip(h["own_edges"], h["halo_in_edges"], strict=True))
+        lines.append(
+            f"| {method} | {max(h['own_edges']):,} | {max(h['halo_in_edges']):,} | {ratio:.2f} | "
+            f"{r['traffic'][method]['sampling_bytes_per_step'] / 2**10:.0f} KiB |"
         )
     two, pre = r["scaling"][2], r["scaling"]["2+prefetch"]
     lines += [

@@ -86,7 +86,18 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             ``"neighbor"``)
         cache_size (int): remote feature rows cached per rank (hot halo rows). (default: ``0``)
         prefetch (bool): sample and fetch the next training batch in a background thread (on
-            its own process group) while the current step runs. (default: ``False``)
+            its own process group) while the current step runs; validate at epoch ends only
+            (``val_check_interval=1.0``) with sampled evaluation. (default: ``False``)
+        subgraph_sampler (str): with ``loader="subgraph"`` (every rank trains on the same sampled
+            subgraph, paper 000 §4.3.3): ``"uniform"`` (uniform vertex sampling, the paper's; the
+            only one that runs without the whole graph's edges), ``"edge"`` or ``"random-walk"``
+            (GraphSAINT, one part only). (default: ``"uniform"``)
+        subgraph_size (int or float, optional): vertices per sampled subgraph, or a fraction of
+            the graph when in ``(0, 1)``; required with ``loader="subgraph"``. (default: ``None``)
+        steps_per_epoch (int, optional): sampled subgraphs per epoch. (default:
+            ``ceil(num_nodes / subgraph_size)``)
+        subgraph_seed (int): seed of the subgraph sampler; every rank draws the same batch of a
+            step from it without communication. (default: ``0``)
 
     Integrity: ``prepare_data`` refuses a store with an edited ``meta.json`` or a missing or
     resized file (cheap: no file is read), and each rank hashes the one part it loads in

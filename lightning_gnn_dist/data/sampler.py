@@ -1,13 +1,18 @@
 """A vectorised uniform neighbour sampler with PyG ``NeighborLoader``'s batch layout.
 
-Randomness is counter-based: the key of an in-edge ``j -> i`` in a draw is a hash of
-``(stream, id(i), id(j))`` over the *dataset* ids, so which neighbours a vertex gets depends only
-on the stream (seed, epoch, step, rank) and never on how the graph is partitioned or on which rank
-samples it. Sampling without replacement keeps the ``fanout`` smallest keys of each vertex's
-in-edges (a uniform subset); with replacement draw ``t`` takes in-edge
-``floor(u(stream, id(i), t) · deg(i))`` of the in-edges sorted by source id.
+Randomness is counter-based: every random number is a hash of the stream (seed, epoch, step,
+rank) and *dataset* ids, so which neighbours a vertex gets never depends on how the graph is
+partitioned or on which rank samples it. Each vertex's in-edges are kept sorted by source id.
 
-No Python loop runs over vertices or edges: one sort of the frontier's in-edges per hop.
+* Without replacement, a vertex of in-degree ``d`` keeps a uniform ``fanout``-subset: all
+  in-edges when ``d <= fanout``; the ``fanout`` smallest keys ``hash(stream, id(i), id(j))`` when
+  ``d <= 4 · fanout``; otherwise the first ``fanout`` distinct of ``2 · fanout`` uniform draws
+  (the first distinct values of an i.i.d. uniform sequence are a uniform subset; the rare vertex
+  with too few distinct draws takes the key path), so high-degree vertices cost ``O(fanout)``.
+* With replacement, draw ``t`` takes in-edge ``floor(u(stream, id(i), t) · d)``.
+
+No Python loop runs over vertices or edges: a few sorts of the frontier's sampled candidates per
+hop.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ expands) from all centers at once, where every vertex keeps the first block id i
 own. Vertices no search reaches form singleton blocks.
 
 Step 2 assigns whole blocks to parts, in descending order of their largest train/val/test
-count: block ``B`` goes to ``argmax_j CE[j] · BS[j]`` with
+count (then size; remaining ties in seeded random order): block ``B`` goes to ``argmax_j CE[j] · BS[j]`` with
 
 * ``CE[j] = (cross edges between B and part j + 1) / (|P_j| + 1)`` — the paper's
   ``|Cross_Edge(P_j, B)| / |P_j|`` with add-one smoothing, so that empty parts and blocks with no
@@ -89,7 +89,8 @@ class GNNBlocksPartitioner(Partitioner):
         weights = np.array([self.alpha, self.beta, self.gamma])
         weights = weights / weights.sum()
         indptr, neighbours, edge_counts = _block_adjacency(data, block, num_blocks)
-        order = np.lexsort((-sizes, -counts.max(1)))
+        ties = np.random.default_rng(self.seed % 2**63).permutation(num_blocks)
+        order = np.lexsort((ties, -sizes, -counts.max(1)))
         capacity = (1 + self.epsilon) * data.num_nodes / num_parts
         part_of = np.full(num_blocks, -1, dtype=np.int64)
         part_size = np.zeros(num_parts)

@@ -1,6 +1,7 @@
 """Owner-compute sampling on partitioned structure equals sampling the whole graph.
 
-On 1–4 forked gloo ranks: with fan-out −1 the seeds' outputs equal full-graph outputs; with a
+On 1–4 forked gloo ranks: with fan-out −1 every batch holds exactly the seeds' 3-hop
+in-neighbourhood (``k_hop_subgraph``) and the seeds' outputs equal full-graph outputs; with a
 finite fan-out each rank's batch (same seeds, same stream) is the single-process batch, so losses
 and gradients are identical; the bytes counted equal the rows each step had to move.
 """
@@ -8,6 +9,7 @@ and gradients are identical; the bytes counted equal the rows each step had to m
 import pytest
 import torch
 import torch.nn.functional as F
+from torch_geometric.utils import k_hop_subgraph
 
 from lightning_gnn_dist.data.graph_store import LocalGraphStore, PartitionedGraphStore
 from lightning_gnn_dist.data.local import build_local_partitions
@@ -54,6 +56,8 @@ def _exact_outputs(rank, world_size):
         assert torch.equal(batch.x, graph.x[batch.n_id]) and torch.equal(
             batch.y, graph.y[batch.n_id]
         )
+        subset, *_ = k_hop_subgraph(batch.n_id[:n], 3, graph.edge_index, num_nodes=graph.num_nodes)
+        assert sorted(batch.n_id.tolist()) == sorted(subset.tolist())
         seeds += n
     return worst, seeds, int(part.train_mask.sum())
 
