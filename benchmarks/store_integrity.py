@@ -8,9 +8,8 @@ matter here, only the store's size), then, ``--repeats`` times each, in one proc
 
 * ``load unverified``: ``LocalPartition.load(part file)`` — the baseline, what a rank did
   before checksums;
-* ``hash, then load (serial)``: sha256 of the part file, then the load (for comparison);
 * ``rank load (hash + load)``: ``PartitionStore.load_part(p)``, what a rank does in ``setup``
-  (hashes in a second thread while it loads);
+  (sha256 of its part file, then the load);
 * ``datamodule check``: ``PartitionStore.open(path).verify(full=False)``, what
   ``GraphPartitionDataModule.prepare_data`` does (``meta.json`` checksum, every file's size);
 * ``partition --out reuse``: ``open(path).verify(full=True)``, what the CLI does before reuse
@@ -39,11 +38,7 @@ from pathlib import Path  # noqa: E402
 from lightning_gnn_dist.data import load_dataset  # noqa: E402
 from lightning_gnn_dist.data.local import LocalPartition  # noqa: E402
 from lightning_gnn_dist.partition import RandomPartitioner  # noqa: E402
-from lightning_gnn_dist.partition.store import (  # noqa: E402
-    PartitionStore,
-    _sha256,
-    partition_to_store,
-)
+from lightning_gnn_dist.partition.store import PartitionStore, partition_to_store  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -67,10 +62,6 @@ def measure(scale: int, num_parts: int, repeats: int, folder: Path) -> dict:
     rows = {
         "load unverified": statistics.median(
             _median_seconds(lambda f=f: LocalPartition.load(f), repeats) for f in part_files
-        ),
-        "hash, then load (serial)": statistics.median(
-            _median_seconds(lambda f=f: (_sha256(f), LocalPartition.load(f)), repeats)
-            for f in part_files
         ),
         "rank load (hash + load)": statistics.median(
             _median_seconds(lambda p=p: store.load_part(p), repeats) for p in range(num_parts)
