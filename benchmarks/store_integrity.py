@@ -8,7 +8,8 @@ matter here, only the store's size), then, ``--repeats`` times each, in one proc
 
 * ``load unverified``: ``LocalPartition.load(part file)`` — the baseline, what a rank did
   before checksums;
-* ``rank load (hash + load)``: ``PartitionStore.load_part(p)``, what a rank does in ``setup``;
+* ``rank load (hash + load)``: ``PartitionStore.load_part(p)``, what a rank does in ``setup``
+  (sha256 of its part file, then the load);
 * ``datamodule check``: ``PartitionStore.open(path).verify(full=False)``, what
   ``GraphPartitionDataModule.prepare_data`` does (``meta.json`` checksum, every file's size);
 * ``partition --out reuse``: ``open(path).verify(full=True)``, what the CLI does before reuse
@@ -118,8 +119,10 @@ def main(argv: list[str] | None = None) -> int:
             measure(int(scale), args.parts, args.repeats, Path(folder))
             for scale in args.scales.split(",")
         ]
+    load = os.getloadavg()[0]  # the machine may be shared: say how busy it was
     report = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}, load average {load:.1f} at the end",
         "repeats": args.repeats,
         "rows": rows,
     }

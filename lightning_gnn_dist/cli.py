@@ -97,6 +97,8 @@ def _print_table(console: Console, table: Table) -> None:
 def run_partition_command(argv: Sequence[str]) -> int:
     """Run ``partition`` or ``partition-compare``; returns the exit code."""
     args = _partition_parser().parse_args(argv)
+    if getattr(args, "force", False) and not args.out:
+        raise ValueError("--force rebuilds the store given by --out; add --out DIR")
     from lightning_gnn_dist.data import load_dataset
     from lightning_gnn_dist.partition import get_partitioner
     from lightning_gnn_dist.partition.compare import compare_partitioners
@@ -137,8 +139,6 @@ def run_partition_command(argv: Sequence[str]) -> int:
             "seconds": store.meta["seconds"],
             "store": str(store.path),
         }
-    elif args.force:
-        raise ValueError("--force rebuilds the store given by --out; add --out DIR")
     else:
         import time
 

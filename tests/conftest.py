@@ -33,7 +33,8 @@ leaks.start_session()
 def _nothing_left_behind(request):
     """Fail a test that leaves a process (a child, or an orphan of this session) or a temporary
     folder behind (in the session's ``TMPDIR``, or a partition store's hidden ``.NAME.tmp-*``
-    sibling in ``tmp_path``). Runs before ``_no_stray_children`` kills what is left."""
+    sibling in ``tmp_path``). Its teardown runs before ``_no_stray_children`` kills what is left:
+    pytest sets up the autouse fixtures of one file in name order and tears them down reversed."""
     before = leaks.temp_entries()
     tmp_path = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
     yield

@@ -22,6 +22,8 @@ import psutil
 MARKER = "LGD_TEST_SESSION"
 #: Long-lived helpers that Python's multiprocessing starts once per session on purpose.
 _INFRASTRUCTURE = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+#: Folders that third-party launchers leave on purpose (torchrun's agent keeps its run folder).
+_TOLERATED_FOLDERS = ("torchelastic_",)
 #: Hidden siblings of a partition store that a test must not leave in its ``tmp_path``.
 _STORE_TEMP_MARKERS = (".tmp-", ".old-")
 
@@ -121,14 +123,15 @@ def new_temp_entries(before: set[str]) -> list[str]:
     Returned: every entry of ours (``lgd-*``) and every non-empty folder. Not returned: loose
     files and empty folders that libraries leave on purpose (PyG's generated ``propagate``
     modules, torch's ``pytorch-errorfile-*``, the empty folder of Lightning's spawn/fork
-    checkpoint hand-over).
+    checkpoint hand-over), nor the run folder that torchrun's agent keeps (``torchelastic_*``).
     """
     private = Path(os.environ["LGD_TEST_TMPDIR"])
     leaked = []
     for name in sorted(temp_entries() - before):
         path = private / name
         if path.is_dir():
-            if name.startswith("lgd-") or any(path.iterdir()):
+            tolerated = name.startswith(_TOLERATED_FOLDERS)
+            if name.startswith("lgd-") or (any(path.iterdir()) and not tolerated):
                 leaked.append(name)
             shutil.rmtree(path, ignore_errors=True)
         else:

@@ -17,7 +17,7 @@ from lightning_gnn_dist.data.eval_batch import split_first
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.neighbor_loader import NeighborLoader, NeighborLoaders
 from lightning_gnn_dist.data.subgraph_loader import SubgraphLoader
-from lightning_gnn_dist.partition.store import PartitionStore, PartitionStoreError
+from lightning_gnn_dist.partition.store import FORMAT_VERSION, PartitionStore, PartitionStoreError
 
 LOADERS = ("full", "neighbor", "subgraph")
 
@@ -190,7 +190,11 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", self._dataset_name).strip("_")[:80]
         # The partitioner's full settings (backend, preset, refinement...) pick the folder, so a
         # library whose partitioner changed writes a new store instead of refusing the old one.
-        settings = json.dumps(self.partitioner.settings(), sort_keys=True)
+        # The store format is part of the digest too: a library that changed the format writes
+        # a new store beside an old checkout's instead of refusing it.
+        settings = json.dumps(
+            {"format_version": FORMAT_VERSION, **self.partitioner.settings()}, sort_keys=True
+        )
         digest = hashlib.sha256(settings.encode()).hexdigest()[:8]
         name = f"{slug}-{self.method}-p{self._parts()}-s{self.seed}-e{self.epsilon:g}-{digest}"
         return Path(self.root) / name

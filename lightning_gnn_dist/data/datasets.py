@@ -311,7 +311,7 @@ def load_dataset(spec: str | Data, **overrides: Any) -> Data:
             )
         data = add_synthetic_features(
             data,
-            features=options.get("features", SYNTHETIC_OPTIONS["features"][1]),
+            features=features,
             classes=options.get("classes", SYNTHETIC_OPTIONS["classes"][1]),
             seed=options.get("seed", SYNTHETIC_OPTIONS["seed"][1]),
         )

@@ -11,6 +11,11 @@ up as ``PATH.gz``. Parsing is vectorised (one ``str.split`` per file, a byte sca
 of numbers per line, one ``numpy`` conversion for all numbers), so the 258k-vertex METIS mesh
 ``mdual.graph`` loads in about half a second. A malformed file raises :class:`DatasetError`
 whose message starts with ``path:line:`` (1-based line numbers).
+
+Sizes are checked before anything of that size is allocated (:mod:`.limits`): the file's own
+size, the declared size (METIS header, Matrix Market size line, ``num_nodes``) and the largest
+vertex id of an edge list; a graph that cannot fit in the available memory, or with more
+vertices than the partitioners' 32-bit ids allow, raises :class:`DatasetError` with the estimate.
 """
 
 from __future__ import annotations

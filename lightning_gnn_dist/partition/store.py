@@ -158,8 +158,13 @@ class PartitionStore:
         return np.load(self._verified("assignment.npy"))
 
     def load_part(self, part_id: int) -> LocalPartition | VertexCutPart:
-        """Load (and checksum) the :class:`LocalPartition` (vertex cut: :class:`VertexCutPart`)
-        of ``part_id`` only."""
+        """Load the :class:`LocalPartition` (vertex cut: :class:`VertexCutPart`) of ``part_id``
+        only, after checking its size and sha256 (a rank reads only its own part, however large
+        the store).
+
+        Raises:
+            PartitionStoreError: the part is missing, resized or does not match its checksum.
+        """
         if not 0 <= part_id < self.num_parts:
             raise ValueError(
                 f"part {part_id} does not exist; the store has parts 0..{self.num_parts - 1}"
