@@ -204,6 +204,11 @@ class GNNStrategy(DDPStrategy):
         super().load_model_state_dict(checkpoint, strict)
         states = checkpoint.get("exchange_states")
         if states is not None:
+            if len(states) != self.world_size:
+                raise ValueError(
+                    f"the checkpoint holds the exchange state of {len(states)} ranks but "
+                    f"{self.world_size} processes run; resume with {len(states)} processes"
+                )
             self._exchange_state = states[self.global_rank]
             if self.graph_context is not None:
                 self.graph_context.exchange.load_state_dict(self._exchange_state)
