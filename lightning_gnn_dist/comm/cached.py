@@ -19,7 +19,8 @@ Bounds (``staleness``, with bound ``ε = staleness_bound``):
   ``‖H_new − H_sent‖_F / ‖H_sent‖_F`` over the rows it sends (p2p: its send plan; broadcast: its
   whole block).
 
-With bound 0, ``epoch-fixed`` and ``epoch-adaptive`` send every round and the mode equals its
+Versions are the epochs the strategy passes to :meth:`begin_round` (full-batch training: one
+step per epoch). With bound 0, ``epoch-fixed`` and ``epoch-adaptive`` send every round and the mode equals its
 exact base (values and feature bytes). Only training steps use the cache: validation, test and
 predict (``begin_round(None)``) run the exact base exchange and leave the cache untouched.
 
