@@ -1,7 +1,11 @@
 """``cached`` exchange (SANCUS) benchmark: communication avoided against accuracy kept.
 
-    python benchmarks/cached.py            # default configuration (~10 min on 2 cores)
-    python benchmarks/cached.py --quick    # smoke configuration (~1 min)
+    python benchmarks/cached.py            # default configuration: 168 fits
+    python benchmarks/cached.py --quick    # smoke configuration: 18 fits (~1 min)
+
+The committed default run took 62 min on the shared 2-core machine (load average 9–18 from
+parallel work, 10–20 s per fit; the quick run took 1 min at load ~8): well over the project's
+~10-minute target, so trim ``CONFIGS["default"]`` (seeds, bounds) when time matters.
 
 For each task (``digits``: the scikit-learn digits kNN graph; ``sbm``: a stochastic block model
 with class-informative features), each world size and each base pattern (``p2p``,

@@ -88,7 +88,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         start_method (str): ``"popen"``, ``"spawn"`` or ``"fork"``. (default: ``"popen"``)
         cache_base, staleness, staleness_bound, cache_backward, grad_clip: options of the
             ``cached`` exchange, see :class:`~lightning_gnn_dist.comm.cached.CachedExchange`
-            (defaults ``"p2p"``, ``"epoch-fixed"``, ``1.0``, ``"fresh"``, ``None``); ignored by
+            (defaults ``"p2p"``, ``"epoch-fixed"``, ``1.0``, ``"drop"``, ``None``); ignored by
             the other modes.
         **kwargs: passed to :class:`DDPStrategy` (``process_group_backend``, ``cluster_environment``,
             ...). gloo is used on CPU, NCCL on GPU.
@@ -104,7 +104,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         cache_base: Literal["p2p", "broadcast"] = "p2p",
         staleness: Literal["epoch-fixed", "epoch-adaptive", "variation-gap"] = "epoch-fixed",
         staleness_bound: float = 1.0,
-        cache_backward: Literal["fresh", "drop"] = "fresh",
+        cache_backward: Literal["fresh", "drop"] = "drop",
         grad_clip: float | None = None,
         **kwargs: Any,
     ) -> None:
