@@ -16,7 +16,8 @@ cell; the 95 % interval of each mean is in the JSON.
 
 (b) Training. GCN (2 layers, 64 hidden, dropout 0) with ``loader="subgraph"`` (uniform, f = 5 %,
 10 steps per epoch, 3 epochs) on the R-MAT graph at 2 and 4 forked gloo ranks, SHP vs HP: the
-halo bytes per batch (measured, all ranks, both directions) and the wall time of the last epoch.
+halo bytes per batch (measured, all ranks, both directions) and the wall time of an epoch (the
+faster of epochs 2 and 3; the machine is shared, so read the time ratios as rough).
 
 Default grid (reduced to fit the 2-core machine, documented in the markdown): R-MAT scale 13
 (8,192 vertices, edge factor 8, power-law), an SBM of 8,000 vertices and a triangulated 96 × 96
@@ -230,7 +231,8 @@ def training_cells(config: dict, out: dict, save) -> None:
                         "world_size": world_size,
                         "method": method,
                         "fraction": fraction,
-                        "last_epoch_seconds": measured["times"][-1],
+                        # the faster of the epochs after the first (the machine is shared)
+                        "epoch_seconds": min(measured["times"][1:]),
                         "bytes_per_batch": bytes_total / len(steps),
                         "bytes_equal_plan": bytes_total == predicted,
                     }
@@ -238,7 +240,7 @@ def training_cells(config: dict, out: dict, save) -> None:
                 save()
                 print(
                     f"  train P={world_size} {method}: {bytes_total / len(steps):,.0f} B/batch, "
-                    f"{measured['times'][-1]:.2f} s/epoch",
+                    f"{min(measured['times'][1:]):.2f} s/epoch",
                     flush=True,
                 )
 
@@ -273,7 +275,7 @@ def render(out: dict) -> str:
             "",
             "## Training: SHP vs HP (GCN, 64 hidden, uniform batches, forked gloo ranks)",
             "",
-            "| ranks | batch | method | halo bytes / batch | SHP / HP bytes | last epoch s "
+            "| ranks | batch | method | halo bytes / batch | SHP / HP bytes | epoch s (best of 2) "
             "| SHP / HP time | bytes = plan |",
             "|---|---|---|---|---|---|---|---|",
         ]
@@ -281,10 +283,10 @@ def render(out: dict) -> str:
         for t in out["training"]:
             hp = by_key.get((t["world_size"], "hp"))
             ratio_b = t["bytes_per_batch"] / hp["bytes_per_batch"] if hp else float("nan")
-            ratio_t = t["last_epoch_seconds"] / hp["last_epoch_seconds"] if hp else float("nan")
+            ratio_t = t["epoch_seconds"] / hp["epoch_seconds"] if hp else float("nan")
             lines.append(
                 f"| {t['world_size']} | {t['fraction']:.0%} | {t['method']} "
-                f"| {t['bytes_per_batch']:,.0f} | {ratio_b:.3f} | {t['last_epoch_seconds']:.2f} "
+                f"| {t['bytes_per_batch']:,.0f} | {ratio_b:.3f} | {t['epoch_seconds']:.2f} "
                 f"| {ratio_t:.3f} | {'yes' if t['bytes_equal_plan'] else 'NO'} |"
             )
     return "\n".join(lines) + "\n"
