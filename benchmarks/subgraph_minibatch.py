@@ -299,6 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", help="comma-separated P for every selected graph")
     parser.add_argument("--fractions", help="comma-separated batch fractions")
     parser.add_argument("--no-training", action="store_true", help="skip part (b)")
+    parser.add_argument(
+        "--training-only",
+        action="store_true",
+        help="keep part (a) of the existing JSON, run part (b) again",
+    )
     args = parser.parse_args(argv)
     config = json.loads(json.dumps(QUICK if args.quick else DEFAULT))
     if args.graphs:
@@ -327,7 +332,11 @@ def main(argv: list[str] | None = None) -> int:
         (RESULTS / f"{stem}.md").write_text(render(out))
 
     np.seterr(over="ignore")
-    volume_cells(config, out, save)
+    if args.training_only:
+        previous = json.loads((RESULTS / f"{stem}.json").read_text())
+        out.update({k: previous[k] for k in ("date", "config", "samples", "volume")})
+    else:
+        volume_cells(config, out, save)
     if not args.no_training:
         training_cells(config, out, save)
     out["finished"] = True
