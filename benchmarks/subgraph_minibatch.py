@@ -110,9 +110,14 @@ def load(graph: str) -> Data:
     return triangulated_grid() if GRAPHS[graph] == "mesh" else load_dataset(GRAPHS[graph])
 
 
+EDGE_COVERAGE = 8.0  # SHP's default; --edge-coverage changes it (and the output's name)
+
+
 def partitioner(method: str, fraction: float):
     if method == "shp":
-        return get_partitioner("stochastic-hypergraph", subgraph_size=fraction)
+        return get_partitioner(
+            "stochastic-hypergraph", subgraph_size=fraction, edge_coverage=EDGE_COVERAGE
+        )
     if method == "hp":
         return get_partitioner("hypergraph", balance_send_volume=False)
     return get_partitioner(method)
@@ -253,9 +258,9 @@ def render(out: dict) -> str:
         f"on {out['date']} ({out['cpus']} CPU cores). Rows moved per SpMM of a uniformly sampled "
         f"batch, averaged over {out['samples']} fresh batches (the same for every method), as a "
         "ratio to HP (plain connectivity−1 hypergraph partitioning) of the same cell; SHP built "
-        "for that batch size with its defaults (θ = 0.1, δ = 0.5, edge coverage 8, ≤ 20,000 "
-        "batches). Reduced grid for the 2-core machine: R-MAT scale 13 at P = 4/16/64, SBM and "
-        "a 96 × 96 triangulated grid mesh at P = 16.",
+        f"for that batch size (θ = 0.1, δ = 0.5, edge coverage {out.get('edge_coverage', 8):g}, "
+        "≤ 20,000 batches). The default grid is reduced for the 2-core machine: R-MAT scale 13 at "
+        "P = 4/16/64, SBM and a 96 × 96 triangulated grid mesh at P = 16 (a run's grid is in its JSON).",
         "",
         "| graph | P | batch | HP rows/batch (95% CI) | SHP / HP | METIS / HP | random / HP "
         "| SHP batches | SHP s | HP s |",
@@ -293,12 +298,19 @@ def render(out: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global EDGE_COVERAGE
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke configuration")
     parser.add_argument("--graphs", help="comma-separated graph names (default grid's P)")
     parser.add_argument("--parts", help="comma-separated P for every selected graph")
     parser.add_argument("--fractions", help="comma-separated batch fractions")
     parser.add_argument("--no-training", action="store_true", help="skip part (b)")
+    parser.add_argument(
+        "--edge-coverage",
+        type=float,
+        default=EDGE_COVERAGE,
+        help="SHP's edge_coverage; other than 8 writes subgraph_minibatch_coverage<C>.*",
+    )
     parser.add_argument(
         "--training-only",
         action="store_true",
@@ -315,12 +327,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.fractions:
         config["fractions"] = [float(f) for f in args.fractions.split(",")]
     stem = "subgraph_minibatch_quick" if args.quick else "subgraph_minibatch"
+    if args.edge_coverage != EDGE_COVERAGE:
+        EDGE_COVERAGE = args.edge_coverage
+        stem += f"_coverage{args.edge_coverage:g}"
     out = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "quick": args.quick,
         "cpus": os.cpu_count(),
         "config": config,
         "samples": config["samples"],
+        "edge_coverage": EDGE_COVERAGE,
         "torch": torch.__version__,
         "volume": [],
         "training": [],
