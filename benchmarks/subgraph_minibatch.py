@@ -4,6 +4,8 @@ and random partitions, and SHP vs HP training at 2 and 4 ranks.
     python benchmarks/subgraph_minibatch.py            # default grid (about 10 min on 2 cores)
     python benchmarks/subgraph_minibatch.py --quick    # smoke run (< 2 min), *_quick.{json,md}
     python benchmarks/subgraph_minibatch.py --graphs rmat --parts 16 --fractions 0.05
+    python benchmarks/subgraph_minibatch.py --graphs rmat --parts 16,64 --fractions 0.05,0.1 \
+        --edge-coverage 32 --no-training      # results/subgraph_minibatch_coverage32.*
 
 (a) Expected volume. For every graph, P and batch fraction f, each method partitions the graph
 once (HP, METIS and random do not depend on f; SHP is built for the batch size f with its default
