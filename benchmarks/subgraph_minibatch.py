@@ -4,6 +4,8 @@ and random partitions, and SHP vs HP training at 2 and 4 ranks.
     python benchmarks/subgraph_minibatch.py            # default grid (about 10 min on 2 cores)
     python benchmarks/subgraph_minibatch.py --quick    # smoke run (< 2 min), *_quick.{json,md}
     python benchmarks/subgraph_minibatch.py --graphs rmat --parts 16 --fractions 0.05
+    python benchmarks/subgraph_minibatch.py --graphs rmat --parts 16,64 --fractions 0.05,0.1 \
+        --edge-coverage 32 --no-training      # results/subgraph_minibatch_coverage32.*
 
 (a) Expected volume. For every graph, P and batch fraction f, each method partitions the graph
 once (HP, METIS and random do not depend on f; SHP is built for the batch size f with its default
@@ -16,7 +18,8 @@ cell; the 95 % interval of each mean is in the JSON.
 
 (b) Training. GCN (2 layers, 64 hidden, dropout 0) with ``loader="subgraph"`` (uniform, f = 5 %,
 10 steps per epoch, 3 epochs) on the R-MAT graph at 2 and 4 forked gloo ranks, SHP vs HP: the
-halo bytes per batch (measured, all ranks, both directions) and the wall time of the last epoch.
+halo bytes per batch (measured, all ranks, both directions) and the wall time of an epoch (the
+faster of epochs 2 and 3; the machine is shared, so read the time ratios as rough).
 
 Default grid (reduced to fit the 2-core machine, documented in the markdown): R-MAT scale 13
 (8,192 vertices, edge factor 8, power-law), an SBM of 8,000 vertices and a triangulated 96 × 96
@@ -109,9 +112,14 @@ def load(graph: str) -> Data:
     return triangulated_grid() if GRAPHS[graph] == "mesh" else load_dataset(GRAPHS[graph])
 
 
+EDGE_COVERAGE = 8.0  # SHP's default; --edge-coverage changes it (and the output's name)
+
+
 def partitioner(method: str, fraction: float):
     if method == "shp":
-        return get_partitioner("stochastic-hypergraph", subgraph_size=fraction)
+        return get_partitioner(
+            "stochastic-hypergraph", subgraph_size=fraction, edge_coverage=EDGE_COVERAGE
+        )
     if method == "hp":
         return get_partitioner("hypergraph", balance_send_volume=False)
     return get_partitioner(method)
@@ -230,7 +238,8 @@ def training_cells(config: dict, out: dict, save) -> None:
                         "world_size": world_size,
                         "method": method,
                         "fraction": fraction,
-                        "last_epoch_seconds": measured["times"][-1],
+                        # the faster of the epochs after the first (the machine is shared)
+                        "epoch_seconds": min(measured["times"][1:]),
                         "bytes_per_batch": bytes_total / len(steps),
                         "bytes_equal_plan": bytes_total == predicted,
                     }
@@ -238,7 +247,7 @@ def training_cells(config: dict, out: dict, save) -> None:
                 save()
                 print(
                     f"  train P={world_size} {method}: {bytes_total / len(steps):,.0f} B/batch, "
-                    f"{measured['times'][-1]:.2f} s/epoch",
+                    f"{min(measured['times'][1:]):.2f} s/epoch",
                     flush=True,
                 )
 
@@ -251,9 +260,9 @@ def render(out: dict) -> str:
         f"on {out['date']} ({out['cpus']} CPU cores). Rows moved per SpMM of a uniformly sampled "
         f"batch, averaged over {out['samples']} fresh batches (the same for every method), as a "
         "ratio to HP (plain connectivity−1 hypergraph partitioning) of the same cell; SHP built "
-        "for that batch size with its defaults (θ = 0.1, δ = 0.5, edge coverage 8, ≤ 20,000 "
-        "batches). Reduced grid for the 2-core machine: R-MAT scale 13 at P = 4/16/64, SBM and "
-        "a 96 × 96 triangulated grid mesh at P = 16.",
+        f"for that batch size (θ = 0.1, δ = 0.5, edge coverage {out.get('edge_coverage', 8):g}, "
+        "≤ 20,000 batches). The default grid is reduced for the 2-core machine: R-MAT scale 13 at "
+        "P = 4/16/64, SBM and a 96 × 96 triangulated grid mesh at P = 16 (a run's grid is in its JSON).",
         "",
         "| graph | P | batch | HP rows/batch (95% CI) | SHP / HP | METIS / HP | random / HP "
         "| SHP batches | SHP s | HP s |",
@@ -273,7 +282,7 @@ def render(out: dict) -> str:
             "",
             "## Training: SHP vs HP (GCN, 64 hidden, uniform batches, forked gloo ranks)",
             "",
-            "| ranks | batch | method | halo bytes / batch | SHP / HP bytes | last epoch s "
+            "| ranks | batch | method | halo bytes / batch | SHP / HP bytes | epoch s (best of 2) "
             "| SHP / HP time | bytes = plan |",
             "|---|---|---|---|---|---|---|---|",
         ]
@@ -281,22 +290,34 @@ def render(out: dict) -> str:
         for t in out["training"]:
             hp = by_key.get((t["world_size"], "hp"))
             ratio_b = t["bytes_per_batch"] / hp["bytes_per_batch"] if hp else float("nan")
-            ratio_t = t["last_epoch_seconds"] / hp["last_epoch_seconds"] if hp else float("nan")
+            ratio_t = t["epoch_seconds"] / hp["epoch_seconds"] if hp else float("nan")
             lines.append(
                 f"| {t['world_size']} | {t['fraction']:.0%} | {t['method']} "
-                f"| {t['bytes_per_batch']:,.0f} | {ratio_b:.3f} | {t['last_epoch_seconds']:.2f} "
+                f"| {t['bytes_per_batch']:,.0f} | {ratio_b:.3f} | {t['epoch_seconds']:.2f} "
                 f"| {ratio_t:.3f} | {'yes' if t['bytes_equal_plan'] else 'NO'} |"
             )
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
+    global EDGE_COVERAGE
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke configuration")
     parser.add_argument("--graphs", help="comma-separated graph names (default grid's P)")
     parser.add_argument("--parts", help="comma-separated P for every selected graph")
     parser.add_argument("--fractions", help="comma-separated batch fractions")
     parser.add_argument("--no-training", action="store_true", help="skip part (b)")
+    parser.add_argument(
+        "--edge-coverage",
+        type=float,
+        default=EDGE_COVERAGE,
+        help="SHP's edge_coverage; other than 8 writes subgraph_minibatch_coverage<C>.*",
+    )
+    parser.add_argument(
+        "--training-only",
+        action="store_true",
+        help="keep part (a) of the existing JSON, run part (b) again",
+    )
     args = parser.parse_args(argv)
     config = json.loads(json.dumps(QUICK if args.quick else DEFAULT))
     if args.graphs:
@@ -308,12 +329,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.fractions:
         config["fractions"] = [float(f) for f in args.fractions.split(",")]
     stem = "subgraph_minibatch_quick" if args.quick else "subgraph_minibatch"
+    if args.edge_coverage != EDGE_COVERAGE:
+        EDGE_COVERAGE = args.edge_coverage
+        stem += f"_coverage{args.edge_coverage:g}"
     out = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "quick": args.quick,
         "cpus": os.cpu_count(),
         "config": config,
         "samples": config["samples"],
+        "edge_coverage": EDGE_COVERAGE,
         "torch": torch.__version__,
         "volume": [],
         "training": [],
@@ -325,7 +350,11 @@ def main(argv: list[str] | None = None) -> int:
         (RESULTS / f"{stem}.md").write_text(render(out))
 
     np.seterr(over="ignore")
-    volume_cells(config, out, save)
+    if args.training_only:
+        previous = json.loads((RESULTS / f"{stem}.json").read_text())
+        out.update({k: previous[k] for k in ("date", "config", "samples", "volume")})
+    else:
+        volume_cells(config, out, save)
     if not args.no_training:
         training_cells(config, out, save)
     out["finished"] = True

@@ -41,16 +41,20 @@ class BatchCommunicationMonitor(LightningNeutral, lightning_base="callbacks.Call
 
     :attr:`history` holds one row per batch, layer and direction: ``step``, ``layer``,
     ``direction``, ``width`` and per-rank lists ``rows_sent``, ``predicted_rows_sent``,
-    ``bytes_sent``, ``predicted_bytes_sent`` (rank order). Every rank holds the same history.
+    ``bytes_sent``, ``predicted_bytes_sent`` and ``rows_received`` (rank order). Every rank holds
+    the same history.
     """
 
     def __init__(self) -> None:
         self.history: list[dict[str, Any]] = []
-        self._before: dict[tuple[str, str], tuple[int, int, int]] = {}
+        self._before: dict[tuple[str, str], tuple[int, int, int, int]] = {}
 
-    def _snapshot(self, trainer: pl.Trainer) -> dict[tuple[str, str], tuple[int, int, int]]:
+    def _snapshot(self, trainer: pl.Trainer) -> dict[tuple[str, str], tuple[int, int, int, int]]:
         counter = trainer.strategy.comm_counters["train"]
-        return {(layer, d): (t.rows_sent, t.bytes_sent, t.calls) for layer, d, t in counter.items()}
+        return {
+            (layer, d): (t.rows_sent, t.bytes_sent, t.calls, t.rows_received)
+            for layer, d, t in counter.items()
+        }
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._before = self._snapshot(trainer)
@@ -69,14 +73,15 @@ class BatchCommunicationMonitor(LightningNeutral, lightning_base="callbacks.Call
         rank = trainer.global_rank
         local = []
         for key in keys:
-            rows, nbytes, calls = (
-                a - b for a, b in zip(now[key], self._before.get(key, (0, 0, 0)), strict=True)
+            rows, nbytes, calls, received = (
+                a - b for a, b in zip(now[key], self._before.get(key, (0, 0, 0, 0)), strict=True)
             )
             predicted = int(mode.predicted_rows_sent(metrics, key[1])[rank]) * calls
-            local.append([rows, predicted, nbytes, predicted * widths[key] * FLOAT32_BYTES])
-        table = torch.tensor(local or [[0, 0, 0, 0]], dtype=torch.long)
+            bytes_predicted = predicted * widths[key] * FLOAT32_BYTES
+            local.append([rows, predicted, nbytes, bytes_predicted, received])
+        table = torch.tensor(local or [[0] * 5], dtype=torch.long)
         gathered = pl_module.all_gather(table.to(pl_module.device)).cpu()
-        gathered = gathered.view(trainer.world_size, -1, 4)
+        gathered = gathered.view(trainer.world_size, -1, 5)
         for i, (layer, direction) in enumerate(keys):
             self.history.append(
                 {
@@ -88,5 +93,6 @@ class BatchCommunicationMonitor(LightningNeutral, lightning_base="callbacks.Call
                     "predicted_rows_sent": gathered[:, i, 1].tolist(),
                     "bytes_sent": gathered[:, i, 2].tolist(),
                     "predicted_bytes_sent": gathered[:, i, 3].tolist(),
+                    "rows_received": gathered[:, i, 4].tolist(),
                 }
             )

@@ -99,7 +99,17 @@ class UniformVertexSampler(SubgraphSampler):
         super().__init__(num_nodes, size, seed)
 
     def _sample(self, generator: torch.Generator) -> Tensor:
-        return torch.randperm(self.num_nodes, generator=generator)[: self.size]
+        n, k = self.num_nodes, self.size
+        if 2 * k > n:
+            return torch.randperm(n, generator=generator)[:k]
+        # O(k) instead of a permutation of all N ids: distinct ids from i.i.d. draws, then k of
+        # them at random. The procedure treats every vertex alike, so each k-subset is equally
+        # likely.
+        chosen = torch.empty(0, dtype=torch.long)
+        while chosen.numel() < k:
+            draws = torch.randint(0, n, (k + k // 8 + 16,), generator=generator)
+            chosen = torch.unique(torch.cat([chosen, draws]))
+        return chosen[torch.randperm(chosen.numel(), generator=generator)[:k]]
 
 
 class _StructureSampler(SubgraphSampler):

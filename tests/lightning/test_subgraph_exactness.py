@@ -139,8 +139,9 @@ def test_subgraph_training_equals_single_process(kind, world_size, exchange, sto
     for step, batch in enumerate(batches if exchange == "p2p" else []):
         expected = batch_metrics(data, assignment, world_size, batch)
         rows = [r for r in traffic if r["step"] == step + 1 and r["layer"] == "model.convs.1"]
-        by_direction = {r["direction"]: r["rows_sent"] for r in rows}
-        assert by_direction["forward"] == expected.send_rows.tolist()
-        assert by_direction["backward"] == expected.recv_rows.tolist()
+        sent = {r["direction"]: r["rows_sent"] for r in rows}
+        received = {r["direction"]: r["rows_received"] for r in rows}
+        assert sent["forward"] == received["backward"] == expected.send_rows.tolist()
+        assert sent["backward"] == received["forward"] == expected.recv_rows.tolist()
     if world_size > 1:
         assert any(sum(r["rows_sent"]) > 0 for r in traffic)
