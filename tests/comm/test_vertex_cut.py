@@ -94,7 +94,7 @@ def test_cd0_equals_pyg_and_counts_the_predicted_rows(world_size):
     metrics = vertex_cut_metrics(data, edge_parts, world_size, seed=1)
     predicted = metrics.send_rows
     assert (predicted.sum() > 0) == (world_size > 1)
-    results = run_ranks(_exact_rank, world_size)
+    results = run_ranks(_exact_rank, world_size, timeout=120, pg_timeout=60)
     for kind in EXACT_KINDS:
         ref_out, ref_grads = _reference(kind)
         for result in (r[kind] for r in results):  # leaves hold the exact rows too
@@ -166,7 +166,7 @@ def _approximate_rank(rank, world_size, delay):
 @pytest.mark.parametrize("delay", [1, 2])
 def test_cd_r_moves_one_bin_per_epoch_and_converges_and_0c_moves_nothing(delay):
     world_size = 3
-    results = run_ranks(_approximate_rank, world_size, delay)
+    results = run_ranks(_approximate_rank, world_size, delay, timeout=120, pg_timeout=60)
     assert any(not np.allclose(r["local"], r["exact"]) for r in results)  # a cut matters
     for r in results:
         assert r["0c_traffic"] == []
