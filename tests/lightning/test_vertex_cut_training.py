@@ -77,3 +77,20 @@ def test_cd_r_training_moves_the_predicted_bins(tmp_path):
     # from epoch r on the roots answer too; every epoch moves less than cd-0's forward
     cd0_forward = int(store.metrics.send_rows.sum()) * (24 + HIDDEN) * 4
     assert 0 < sent[0] < sent[2] < cd0_forward
+
+
+def test_load_predictions_keeps_one_row_per_split_vertex(tmp_path):
+    import torch
+
+    from lightning_gnn_dist import load_predictions
+
+    torch.save(
+        {"global_ids": torch.tensor([2, 0]), "logits": torch.tensor([[2.0], [0.0]])},
+        tmp_path / "predictions-rank00000.pt",
+    )
+    torch.save(
+        {"global_ids": torch.tensor([1, 2]), "logits": torch.tensor([[1.0], [2.0]])},
+        tmp_path / "predictions-rank00001.pt",
+    )
+    ids, logits = load_predictions(tmp_path)
+    assert ids.tolist() == [0, 1, 2] and logits.flatten().tolist() == [0.0, 1.0, 2.0]
