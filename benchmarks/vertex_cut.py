@@ -368,7 +368,12 @@ def write_markdown(report: dict, path: Path) -> None:
                 "send_imbalance_balanced_roots",
             ],
         ),
-        "Graphs: " + "; ".join(f"{k}: `{v}`" for k, v in cfg["rf_graphs"].items()) + ".",
+        "Graphs: "
+        + "; ".join(
+            f"{k}: `{mesh_label(v) if v.startswith('grid:') else v}`"
+            for k, v in cfg["rf_graphs"].items()
+        )
+        + ".",
         "",
         "Paper 002 Table 4 (Libra RF, for orientation; other graphs): "
         + "; ".join(
