@@ -209,6 +209,8 @@ def _approximate_rank(rank, world_size, delay):
             planned.append(delayed.planned_rows_sent(step))
         with torch.no_grad():  # evaluation: nothing moves, latest contributions apply
             evaluated = model(part.x, part.edge_index).numpy()
+    delayed.close()  # bins still in flight complete before any rank leaves the group
+    torch.distributed.barrier()
     traffic = ctx.exchange.counter.as_dicts()
     result.update(outs=outs, planned=planned, traffic=traffic, evaluated=evaluated)
     return result
