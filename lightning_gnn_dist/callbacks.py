@@ -369,12 +369,17 @@ class PredictionWriter(LightningNeutral, lightning_base="callbacks.BasePredictio
 
 
 def load_predictions(output_dir: str | Path) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(global_ids [N], logits [N, C])`` from all ranks' files, sorted by global id."""
+    """``(global_ids [N], logits [N, C])`` from all ranks' files, sorted by global id. On a vertex
+    cut every copy of a split vertex is written; one row per vertex is kept (the copies agree
+    under ``cd-0``)."""
     files = sorted(Path(output_dir).glob("predictions-rank*.pt"))
     if not files:
         raise FileNotFoundError(f"no predictions-rank*.pt files in {output_dir}")
     parts = [torch.load(f, weights_only=True) for f in files]
     ids = torch.cat([p["global_ids"] for p in parts])
     logits = torch.cat([p["logits"] for p in parts])
-    order = torch.argsort(ids)
-    return ids[order], logits[order]
+    order = torch.argsort(ids, stable=True)
+    ids, logits = ids[order], logits[order]
+    first = torch.ones_like(ids, dtype=torch.bool)
+    first[1:] = ids[1:] != ids[:-1]
+    return ids[first], logits[first]

@@ -339,6 +339,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         with self._in_graph("predict"):
             return super().predict_step(*args, **kwargs)
 
+    def teardown(self) -> None:
+        if self.graph_context is not None:  # delayed exchanges hold transfers across steps
+            self.graph_context.exchange.close()
+        super().teardown()
+
     @classmethod
     def register_strategies(cls, strategy_registry) -> None:
         for name, start_method in (

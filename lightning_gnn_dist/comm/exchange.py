@@ -112,6 +112,11 @@ class HaloExchange(ABC):
         ``cd-5``), else ``None``."""
         return None
 
+    def close(self) -> None:
+        """Complete every transfer still in flight (none by default; delayed modes keep some
+        across steps). Call on every rank before the process group goes away."""
+        return None
+
     def start(self, h_owned: Tensor, layer: str) -> PendingHalo:
         """Post the forward exchange of ``h_owned`` (``[num_owned, d]``) and return at once."""
         pending = PendingHalo(self, layer)

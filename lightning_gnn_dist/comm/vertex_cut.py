@@ -326,6 +326,14 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
             messages_received=sum(1 for counts in received for c in counts if c),
         )
 
+    def close(self) -> None:
+        """Wait for every bin in flight (their data stays available to :meth:`state_dict`)."""
+        for state in self._layers.values():
+            for phase in ("phase_a", "phase_b"):
+                for item in state[phase]:
+                    if item is not None:
+                        item[0].wait()
+
     def state_dict(self) -> dict:
         """Per layer: the epoch counter, the remote contributions in use and the bins in flight
         (waited for, so the checkpoint holds their data)."""

@@ -145,15 +145,27 @@ class VertexCutPartitioner(Partitioner):
         max_chunk (int, optional): edges decided together against the state at a chunk's start;
             smaller is closer to the sequential greedy and slower. (default: ``None``, see
             :func:`libra_chunked`)
+        root_choice (str): how a split vertex's root copy is chosen: ``"random"`` (the paper) or
+            ``"balanced"`` (load-aware: evens out the rows each part sends, see
+            :func:`_balanced_roots`). (default: ``"random"``)
     """
 
     kind = "vertex-cut"
 
-    def __init__(self, seed: int = 0, epsilon: float = 0.03, max_chunk: int | None = None) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        epsilon: float = 0.03,
+        max_chunk: int | None = None,
+        root_choice: str = "random",
+    ) -> None:
         super().__init__(seed=seed, epsilon=epsilon)
         if max_chunk is not None and max_chunk < 1:
             raise ValueError(f"max_chunk must be >= 1 or None (got {max_chunk})")
+        if root_choice not in ROOT_CHOICES:
+            raise ValueError(f"root_choice must be one of {ROOT_CHOICES} (got {root_choice!r})")
         self.max_chunk = max_chunk
+        self.root_choice = root_choice
 
     def partition(self, data: Data, num_parts: int) -> np.ndarray:
         """Assign every edge of ``data`` to a part.
@@ -172,11 +184,18 @@ class VertexCutPartitioner(Partitioner):
 
     def _copies(self, data: Data, edge_parts: np.ndarray, num_parts: int) -> VertexCopies:
         return vertex_copies(
-            data.edge_index.numpy(), edge_parts, data.num_nodes, num_parts, self.seed
+            data.edge_index.numpy(),
+            edge_parts,
+            data.num_nodes,
+            num_parts,
+            self.seed,
+            self.root_choice,
         )
 
     def metrics(self, data: Data, assignment: np.ndarray, num_parts: int) -> VertexCutMetrics:
-        return vertex_cut_metrics(data, assignment, num_parts, seed=self.seed)
+        return vertex_cut_metrics(
+            data, assignment, num_parts, seed=self.seed, root_choice=self.root_choice
+        )
 
     def build_parts(self, data: Data, assignment: np.ndarray, num_parts: int):
         from lightning_gnn_dist.data.vertex_cut import build_vertex_cut_parts
@@ -189,7 +208,7 @@ class VertexCutPartitioner(Partitioner):
         return self._copies(data, assignment, num_parts).root_part
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), "max_chunk": self.max_chunk}
+        return {**super().settings(), "max_chunk": self.max_chunk, "root_choice": self.root_choice}
 
 
 @dataclass(frozen=True)
@@ -212,25 +231,78 @@ class VertexCopies:
         return self.root_part[self.vertex] == self.part
 
 
+ROOT_CHOICES = ("random", "balanced")
+
+
 def vertex_copies(
-    edge_index: np.ndarray, edge_parts: np.ndarray, num_nodes: int, num_parts: int, seed: int = 0
+    edge_index: np.ndarray,
+    edge_parts: np.ndarray,
+    num_nodes: int,
+    num_parts: int,
+    seed: int = 0,
+    root_choice: str = "random",
 ) -> VertexCopies:
     """Copies of every vertex (every part holding one of its edges; a vertex without edges gets
-    one copy, round-robin over parts) and a root per vertex drawn uniformly among its copies with
-    ``seed`` (paper 002 §5.3)."""
+    one copy, round-robin over parts) and the root of each.
+
+    Args:
+        root_choice: ``"random"``: a copy drawn uniformly with ``seed`` (paper 002 §5.3);
+            ``"balanced"``: load-aware, see :func:`_balanced_roots`.
+    """
+    if root_choice not in ROOT_CHOICES:
+        raise ValueError(f"root_choice must be one of {ROOT_CHOICES} (got {root_choice!r})")
     src, dst = np.asarray(edge_index, dtype=np.int64)
     edge_parts = np.asarray(edge_parts, dtype=np.int64)
     keys = np.concatenate([src, dst]) * num_parts + np.concatenate([edge_parts, edge_parts])
-    isolated = np.setdiff1d(np.arange(num_nodes), np.concatenate([src, dst]), assume_unique=False)
+    touched = np.bincount(np.concatenate([src, dst]), minlength=num_nodes) > 0
+    isolated = np.flatnonzero(~touched)
     keys = np.concatenate([keys, isolated * num_parts + np.arange(isolated.size) % num_parts])
     keys = sorted_unique(keys)
     vertex, part = keys // num_parts, keys % num_parts
     copies = np.bincount(vertex, minlength=num_nodes)
     first = np.zeros(num_nodes, dtype=np.int64)
     np.cumsum(copies[:-1], out=first[1:])
-    pick = (np.random.default_rng(seed % 2**63).random(num_nodes) * copies).astype(np.int64)
+    rng = np.random.default_rng(seed % 2**63)
+    pick = (rng.random(num_nodes) * copies).astype(np.int64)
     root_part = part[first + pick]
+    if root_choice == "balanced":
+        _balanced_roots(root_part, vertex, part, copies, first, num_parts, rng)
     return VertexCopies(vertex=vertex, part=part, root_part=root_part)
+
+
+def _balanced_roots(
+    root_part: np.ndarray,
+    vertex: np.ndarray,
+    part: np.ndarray,
+    copies: np.ndarray,
+    first: np.ndarray,
+    num_parts: int,
+    rng: np.random.Generator,
+) -> None:
+    """Re-choose (in place) the roots of vertices with three or more copies to balance the rows
+    each part sends per synchronisation.
+
+    With every copy of a split vertex a leaf, a part sends one row per copy; making its copy of
+    ``v`` the root adds ``copies_v − 2`` rows (it answers every leaf instead of sending once).
+    Vertices with two copies cost the same wherever the root is, so they keep the random root;
+    the others go, largest first, to their least-loaded copy's part, in chunks decided against the
+    loads at the chunk's start (vectorised, like :func:`libra_chunked`).
+    """
+    split = copies[vertex] > 1
+    load = np.bincount(part[split], minlength=num_parts).astype(np.float64)
+    jitter = rng.random(part.size) * 0.5  # loads are integers: only ties move
+    order = np.flatnonzero(copies >= 3)
+    order = order[np.argsort(-copies[order], kind="stable")]
+    chunk = max(1, order.size // (64 * num_parts))
+    for start in range(0, order.size, chunk):
+        vs = order[start : start + chunk]
+        counts = copies[vs]
+        offsets = np.cumsum(counts) - counts
+        pos = np.repeat(first[vs], counts) + np.arange(counts.sum()) - np.repeat(offsets, counts)
+        owner = np.repeat(np.arange(vs.size), counts)
+        best = pos[np.lexsort((load[part[pos]] + jitter[pos], owner))[offsets]]
+        root_part[vs] = part[best]
+        np.add.at(load, part[best], counts - 2)
 
 
 @dataclass(frozen=True)
@@ -345,7 +417,7 @@ class VertexCutMetrics:
 
 
 def vertex_cut_metrics(
-    data: Data, edge_parts: np.ndarray, num_parts: int, seed: int = 0
+    data: Data, edge_parts: np.ndarray, num_parts: int, seed: int = 0, root_choice: str = "random"
 ) -> VertexCutMetrics:
     """Compute :class:`VertexCutMetrics` exactly (vectorised).
 
@@ -354,6 +426,7 @@ def vertex_cut_metrics(
         edge_parts: ``[num_edges] int64`` part of each edge (:class:`VertexCutPartitioner`).
         num_parts: P.
         seed: seed of the root choice (the same one the parts are built with).
+        root_choice: ``"random"`` or ``"balanced"`` (see :func:`vertex_copies`).
     """
     edge_index = data.edge_index.numpy()
     edge_parts = np.asarray(edge_parts, dtype=np.int64)
@@ -362,7 +435,7 @@ def vertex_cut_metrics(
             f"edge_parts has shape {edge_parts.shape}, expected ({edge_index.shape[1]},): one part "
             "per edge (a vertex assignment cannot describe a vertex cut)"
         )
-    copies = vertex_copies(edge_index, edge_parts, data.num_nodes, num_parts, seed)
+    copies = vertex_copies(edge_index, edge_parts, data.num_nodes, num_parts, seed, root_choice)
     return metrics_from_copies(copies, edge_parts, data.num_nodes, num_parts)
 
 

@@ -7,7 +7,7 @@ from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.graph import canonicalize
 from lightning_gnn_dist.data.synthetic import rmat_edge_index
-from lightning_gnn_dist.data.vertex_cut import VertexCutPart, build_vertex_cut_parts
+from lightning_gnn_dist.data.vertex_cut import VertexCutPart
 from lightning_gnn_dist.partition import PARTITIONERS, get_partitioner
 from lightning_gnn_dist.partition.store import PartitionStore, partition_to_store
 from lightning_gnn_dist.partition.vertex_cut import (
@@ -95,11 +95,15 @@ def test_metrics_equal_a_direct_count():
     assert VertexCutMetrics.from_dict(metrics.to_dict()).to_dict() == metrics.to_dict()
 
 
-def test_parts_hold_every_edge_once_one_root_per_vertex_and_matching_plans():
+@pytest.mark.parametrize("root_choice", ["random", "balanced"])
+def test_parts_hold_every_edge_once_one_root_per_vertex_and_matching_plans(root_choice):
     data = random_graph(80, 500, 6, directed=True, features=4)
     num_parts = 3
-    edge_parts = get_partitioner("vertex-cut", seed=0).partition(data, num_parts)
-    parts = list(build_vertex_cut_parts(data, edge_parts, num_parts, seed=0))
+    partitioner = get_partitioner("vertex-cut", seed=0, root_choice=root_choice)
+    edge_parts = partitioner.partition(data, num_parts)
+    parts = list(partitioner.build_parts(data, edge_parts, num_parts))
+    metrics = partitioner.metrics(data, edge_parts, num_parts)
+    assert [int(p.send_counts.sum()) for p in parts] == metrics.send_rows.tolist()
     edges = np.concatenate(
         [p.global_ids[p.edge_index].numpy() for p in parts], axis=1
     )  # back to dataset ids
@@ -135,3 +139,17 @@ def test_store_round_trip(tmp_path):
     assert isinstance(part, VertexCutPart) and part.part_id == 1
     roots = sum(int(reopened.load_part(p).train_mask.sum()) for p in range(2))
     assert sum(reopened.meta["mask_counts"]["train_mask"]) == roots == int(data.train_mask.sum())
+
+
+def test_balanced_roots_even_out_the_rows_each_part_sends():
+    data = _rmat(11)
+    edge_parts = get_partitioner("vertex-cut", seed=0).partition(data, 16)
+    by_choice = {
+        choice: vertex_cut_metrics(data, edge_parts, 16, seed=0, root_choice=choice)
+        for choice in ("random", "balanced")
+    }
+    random, balanced = by_choice["random"], by_choice["balanced"]
+    assert balanced.total_volume_rows == random.total_volume_rows  # roots move no copies
+    assert balanced.send_rows.max() < random.send_rows.max()
+    with pytest.raises(ValueError, match="root_choice"):
+        get_partitioner("vertex-cut", root_choice="central")
