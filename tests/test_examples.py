@@ -216,7 +216,9 @@ def test_graphsage_lightning_example_single_then_distributed(tmp_path):
         pytest.xfail("BatchNorm1d normalises per rank until distribute() synchronises it")
     assert dist["best_checkpoint_val_acc"] == pytest.approx(dist["best_val_acc"], abs=1e-6)
     assert dist["last_train_loss"] == pytest.approx(single["last_train_loss"], abs=1e-5)
-    assert dist["best_val_acc"] == pytest.approx(single["best_val_acc"], abs=1e-6)
+    # Accuracy is an argmax: logits equal to float tolerance may still flip a near-tie vertex
+    # (digits has 359 validation vertices), so allow two of them.
+    assert dist["best_val_acc"] == pytest.approx(single["best_val_acc"], abs=2 / 359 + 1e-9)
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ DATASET = "sbm?num_nodes=200&num_classes=3&avg_degree=6&features=5&seed=1"
 
 
 def test_options_are_validated():
-    with pytest.raises(ValueError, match="unknown loader 'nope'"):
+    with pytest.raises(ValueError, match="undefined loader option 'nope'"):
         GraphPartitionDataModule(DATASET, loader="nope")
     with pytest.raises(ValueError, match="needs subgraph_size"):
         GraphPartitionDataModule(DATASET, loader="subgraph")
