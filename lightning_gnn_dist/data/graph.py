@@ -118,6 +118,46 @@ def symmetric_csr(edge_index: Tensor, num_nodes: int) -> tuple[np.ndarray, np.nd
     return indptr, cols.astype(np.int64)
 
 
+def gcn_norm_weights(
+    edge_index: Tensor,
+    in_degree: Tensor,
+    self_loops: Tensor,
+    loop_vertices: Tensor,
+    add_self_loops: bool = True,
+    normalize: bool = True,
+) -> tuple[Tensor, Tensor]:
+    """PyG 2.8 ``gcn_norm`` without edge weights, from **global** degrees, on a rank's edges.
+
+    As PyG's ``add_remaining_self_loops`` with no edge weights, adding self loops replaces the
+    graph's own loops by exactly one loop of weight 1 per vertex (``improved`` has no effect);
+    parallel edges count once each. Without ``add_self_loops`` the graph's loops, parallel ones
+    included, are kept. With ``normalize=False`` every edge weighs 1.
+
+    Args:
+        edge_index: ``[2, E] int64`` local edges.
+        in_degree: ``[num_local] int64`` global in-degree without self loops.
+        self_loops: ``[num_local]`` the vertex's self loops in the input graph (count or bool).
+        loop_vertices: ``[L] int64`` local vertices that get the added loop (each vertex once
+            over all ranks).
+
+    Returns:
+        ``(edge_index [2, E'] int64, edge_weight [E'] float32)``.
+    """
+    if not normalize:
+        return edge_index, torch.ones(edge_index.size(1))
+    degree = in_degree.to(torch.float32)
+    if add_self_loops:
+        src, dst = edge_index
+        loops = loop_vertices.to(edge_index.device)
+        edge_index = torch.cat([edge_index[:, src != dst], loops.repeat(2, 1)], dim=1)
+        degree = degree + 1.0
+    else:
+        degree = degree + self_loops.to(torch.float32)
+    src, dst = edge_index
+    inv_sqrt = degree.pow(-0.5).masked_fill(degree == 0, 0.0)
+    return edge_index, inv_sqrt[src] * inv_sqrt[dst]
+
+
 def graph_fingerprint(data: Data) -> str:
     """SHA-256 over the structure, features, labels and masks of ``data`` (hex string).
 

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from lightning_gnn_dist.data.graph import sorted_unique
+from lightning_gnn_dist.data.graph import gcn_norm_weights, sorted_unique
 
 _OPTIONAL = ("x", "y", "train_mask", "val_mask", "test_mask")
 
@@ -107,21 +107,11 @@ class LocalPartition:
             sources and owned targets, equal to the global ``gcn_norm`` restricted to owned rows.
         """
         del improved  # PyG 2.8 ignores it when no edge weights are given (see above)
-        edge_index = self.edge_index
-        if not normalize:
-            return edge_index, torch.ones(edge_index.size(1))
-        degree = self.in_degree.to(torch.float32)
-        if add_self_loops:
-            src, dst = edge_index
-            loops = torch.arange(self.num_owned, device=edge_index.device)
-            edge_index = torch.cat([edge_index[:, src != dst], loops.repeat(2, 1)], dim=1)
-            degree = degree + 1.0
-        else:
-            loops = self.num_self_loops
-            degree = degree + (self.has_self_loop if loops is None else loops).to(torch.float32)
-        src, dst = edge_index
-        inv_sqrt = degree.pow(-0.5).masked_fill(degree == 0, 0.0)
-        return edge_index, inv_sqrt[src] * inv_sqrt[dst]
+        loops = self.has_self_loop if self.num_self_loops is None else self.num_self_loops
+        owned = torch.arange(self.num_owned, device=self.edge_index.device)
+        return gcn_norm_weights(
+            self.edge_index, self.in_degree, loops, owned, add_self_loops, normalize
+        )
 
     def save(self, path: str | Path) -> None:
         torch.save({f.name: getattr(self, f.name) for f in fields(self)}, path)

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.data.graph import gcn_norm_weights
 from lightning_gnn_dist.partition.vertex_cut import VertexCopies, vertex_copies
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
@@ -107,21 +108,11 @@ class VertexCutPart:
             ``(edge_index [2, E'] int64, edge_weight [E'] float32)`` over local vertices.
         """
         del improved  # PyG 2.8 ignores it when no edge weights are given
-        edge_index = self.edge_index
-        if not normalize:
-            return edge_index, torch.ones(edge_index.size(1))
-        degree = self.in_degree.to(torch.float32)
-        if add_self_loops:
-            src, dst = edge_index
-            roots = torch.nonzero(self.is_root).flatten()
-            edge_index = torch.cat([edge_index[:, src != dst], roots.repeat(2, 1)], dim=1)
-            degree = degree + 1.0
-        else:
-            loops = self.num_self_loops
-            degree = degree + (self.has_self_loop if loops is None else loops).to(torch.float32)
-        src, dst = edge_index
-        inv_sqrt = degree.pow(-0.5).masked_fill(degree == 0, 0.0)
-        return edge_index, inv_sqrt[src] * inv_sqrt[dst]
+        loops = self.has_self_loop if self.num_self_loops is None else self.num_self_loops
+        roots = torch.nonzero(self.is_root).flatten()
+        return gcn_norm_weights(
+            self.edge_index, self.in_degree, loops, roots, add_self_loops, normalize
+        )
 
     def save(self, path: str | Path) -> None:
         torch.save({f.name: getattr(self, f.name) for f in fields(self)}, path)
