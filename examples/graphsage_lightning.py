@@ -16,6 +16,7 @@ Run from the repository root (partition stores go to ``--root``, checkpoints to 
 
     python examples/graphsage_lightning.py                       # both parts, 50 epochs each
     python examples/graphsage_lightning.py --mode distributed --devices 4
+    python examples/graphsage_lightning.py --pytorch-lightning   # the pytorch_lightning package
 
 The distributed part uses Lightning's ``popen`` launcher, which runs this script again for every
 further rank with ``LOCAL_RANK`` set; the re-run skips part 1 and the single-process inference.
@@ -26,18 +27,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
-import lightning as L
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.nn import BatchNorm1d
-from torch_geometric.data.lightning import LightningNodeData
 from torch_geometric.nn import GraphSAGE
 from torchmetrics import Accuracy, MeanMetric
 
-import lightning_gnn_dist as lgd
-from lightning_gnn_dist.data import load_dataset
+# ``--pytorch-lightning`` runs the same example on the ``pytorch_lightning`` package instead of
+# ``lightning``; the package follows whichever the script imported. Read before argparse because
+# the module class is defined at import (the launcher re-runs the script with the same argv).
+if "--pytorch-lightning" in sys.argv:
+    import pytorch_lightning as L
+    from pytorch_lightning.callbacks import ModelCheckpoint
+else:
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+import lightning_gnn_dist as lgd  # noqa: E402
+from lightning_gnn_dist.data import load_dataset  # noqa: E402
 
 
 class Model(L.LightningModule):
@@ -115,6 +124,12 @@ def make_trainer(distributed: bool, args: argparse.Namespace, checkpoint: ModelC
 def make_datamodule(distributed: bool, args: argparse.Namespace):
     if distributed:  # changed: partitioned once, every rank loads its own part
         return lgd.GraphPartitionDataModule(args.dataset, method="hypergraph", root=args.root)
+    if L.__name__ == "pytorch_lightning":  # PyG's LightningNodeData is lightning.pytorch only
+        return lgd.GraphPartitionDataModule(
+            args.dataset, method="random", num_parts=1, root=args.root
+        )
+    from torch_geometric.data.lightning import LightningNodeData
+
     return LightningNodeData(load_dataset(args.dataset), loader="full")
 
 
@@ -167,6 +182,12 @@ def main() -> None:
     parser.add_argument("--out", default="checkpoints", help="checkpoints (default: checkpoints)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--result", help="also write the scores to this JSON file")
+    parser.add_argument(
+        "--pytorch-lightning",
+        action="store_true",
+        help="use the pytorch_lightning package instead of lightning (single process: the "
+        "package's one-part datamodule instead of PyG's LightningNodeData)",
+    )
     args = parser.parse_args()
 
     data = load_dataset(args.dataset)  # sizes, and the whole graph for single-process inference

@@ -187,13 +187,15 @@ def _batchnorm_is_synchronised() -> bool:
 
 
 @pytest.mark.slow
-def test_graphsage_lightning_example_single_then_distributed(tmp_path):
-    """PyG's GraphSAGE example with ``import lightning as L``: one process with PyG's
-    LightningNodeData, then ``gnn_ddp`` on 2 processes; the best checkpoint of the distributed run
-    loads into a single-process model whose inference equals the distributed evaluation."""
-    pytest.importorskip("lightning")
+@pytest.mark.parametrize("namespace", ["lightning", "pytorch_lightning"])
+def test_graphsage_lightning_example_single_then_distributed(tmp_path, namespace):
+    """PyG's GraphSAGE example with ``import lightning as L`` (or ``pytorch_lightning``): one
+    process, then ``gnn_ddp`` on 2 processes; the best checkpoint of the distributed run loads
+    into a single-process model whose inference equals the distributed evaluation."""
+    pytest.importorskip(namespace)
     result_file = tmp_path / "result.json"
     args = ["--epochs", "3", "--dropout", "0", "--result", str(result_file)]
+    args += ["--pytorch-lightning"] if namespace == "pytorch_lightning" else []
     result = _run([str(EXAMPLES / "graphsage_lightning.py"), *args], cwd=tmp_path)
     assert result.returncode == 0, _tail(result.stdout, result.stderr)
     for prefix in ("single: ", "distributed: ", "single-process inference from"):
