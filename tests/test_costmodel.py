@@ -105,3 +105,19 @@ def test_calibrate_returns_positive_costs_for_the_model_widths():
     costs = calibrate([16, 8, 4], num_rows=500, nnz_per_row=4, repeats=1)
     assert costs.aggregate_seconds > 0 and costs.dense_seconds > 0
     assert costs.elementwise_seconds > 0
+
+
+def test_partition_compare_prints_the_predicted_epoch(capsys):
+    import json
+
+    from lightning_gnn_dist.cli import main
+
+    spec = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
+    args = ["partition-compare", "--dataset", spec, "-p", "3", "--methods", "metis", "random"]
+    assert main(args + ["--widths", "8,4,3", "--network", "loopback", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(row["predicted_epoch_seconds"] > 0 for row in rows)
+    assert main(args + ["--widths", "8,4,3"]) == 0
+    assert "pred. epoch ms" in capsys.readouterr().out
+    assert main(args + ["--widths", "8,x"]) == 2
+    assert "--widths '8,x'" in capsys.readouterr().err
