@@ -5,6 +5,7 @@ Per rank ``p`` and epoch (forward + backward, every layer ``k`` with widths ``d_
     compute_p = Σ_k  nnz_p · w_k · aggregate_seconds          (SpMM with Â at the exchanged width)
                    + rows_p · d_in · d_out · dense_seconds      (the layer's X·W)
                    + rows_p · d_out · elementwise_seconds       (bias, activation, dropout, loss)
+              + step_seconds                                    (fixed work of a training step)
     comm_p    = Σ_k Σ_direction  max(sent_p, received_p) · width · dtype_bytes / bandwidth
                                  + max(messages sent_p, received_p) · latency
               + gradient all-reduce (ring): 2 (P − 1)/P · parameter bytes / bandwidth
@@ -45,11 +46,15 @@ class ComputeCosts:
         aggregate_seconds: per non-zero of ``Â`` per aggregated column.
         dense_seconds: per row per ``d_in · d_out`` multiply-add of a layer's weight.
         elementwise_seconds: per row per output column (bias, ReLU, dropout, loss).
+        step_seconds: fixed seconds per epoch and rank, whatever the graph's size (the training
+            loop's own work, the optimiser step); :func:`calibrate` leaves it 0, measure it with
+            a fit on a tiny graph (``benchmarks/cost_model.py`` does).
     """
 
     aggregate_seconds: float
     dense_seconds: float
     elementwise_seconds: float = 0.0
+    step_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,7 @@ def predict_epoch(
         + rows * layer.d_out * costs.elementwise_seconds
         for layer in layers
     )
+    compute = compute + costs.step_seconds
     if cores is not None and P > cores:
         compute = compute * (P / cores)
     comm = np.zeros(P)

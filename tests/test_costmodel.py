@@ -78,6 +78,8 @@ def test_one_rank_has_no_communication_and_oversubscription_scales_compute():
     estimate = predict_epoch(one, [4, 2], COSTS, NET)
     assert estimate.comm_seconds.tolist() == [0.0]
     assert estimate.epoch_seconds == 12 * 2 + 5 * 4 + 5 * 0.5
+    fixed = ComputeCosts(1.0, 0.5, 0.25, step_seconds=2.0)
+    assert predict_epoch(one, [4, 2], fixed, NET).epoch_seconds == estimate.epoch_seconds + 2
     shared = predict_epoch(METRICS, [4, 2], COSTS, NET, cores=1)
     alone = predict_epoch(METRICS, [4, 2], COSTS, NET)
     np.testing.assert_array_equal(shared.compute_seconds, 2 * alone.compute_seconds)
