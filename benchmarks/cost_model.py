@@ -267,7 +267,7 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("ranks P")
     ax.set_ylabel("predicted epoch time (ms)")
-    ax.set_title(f"MODEL OUTPUT, not measured: {title}", fontsize=9)
+    ax.set_title(f"MODEL OUTPUT, not measured\n{title}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     save_figure(fig, path)
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> None:
     write_markdown(report, out / "cost_model.md")
     plot(
         scale_rows,
-        f"GCN {dims} on {cfg['scale_dataset']}, p2p, infiniband preset",
+        f"GCN {dims}, {report['scale_graph']['num_edges']:,}-edge R-MAT, p2p, infiniband preset",
         out / "cost_model_scale.png",
     )
     print(f"wrote {out}/cost_model.md ({report['wall_seconds']:.0f} s)", flush=True)
