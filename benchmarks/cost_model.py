@@ -175,10 +175,14 @@ def validation(cfg: dict, root: Path, workdir: Path, dims: list[int]) -> tuple[l
     epochs: dict[tuple, list[float]] = {}
     compute: dict[tuple, list[float]] = {}
     wait: dict[tuple, list[float]] = {}
+    imbalance: dict[tuple, list[float]] = {}
     for key in fb.interleaved([tuple(k) for k in cfg["fits"]], cfg["repeats"]):
         fit = timed_fit(cfg, root, key, workdir)
         epochs.setdefault(key, []).extend(fit["epoch_seconds"][1:])
         compute.setdefault(key, []).extend(max(c) for c in fit["compute"][1:])
+        imbalance.setdefault(key, []).extend(
+            max(c) / (sum(c) / len(c)) for c in fit["compute"][1:] if sum(c) > 0
+        )
         wait.setdefault(key, []).extend(max(w) for w in fit["wait"][1:])
         print(
             f"  {key}: {fb.median_ms(fit['epoch_seconds'][1:]):.1f} ms/epoch "
@@ -208,6 +212,7 @@ def validation(cfg: dict, root: Path, workdir: Path, dims: list[int]) -> tuple[l
                 "contended_ratio": shared.epoch_seconds * 1e3 / measured,
                 "measured_compute_ms_max": fb.median_ms(compute[key]),
                 "measured_wait_ms_max": fb.median_ms(wait[key]),
+                "critical_path_ratio": statistics.median(imbalance[key]),
                 "compute_ratio": float(estimate.compute_seconds.max())
                 * 1e3
                 / fb.median_ms(compute[key]),
@@ -316,6 +321,7 @@ def write_markdown(report: dict, path: Path) -> None:
                 "compute_ratio",
                 "measured_wait_ms_max",
                 "predicted_comm_ms",
+                "critical_path_ratio",
             ],
         ),
         f"Ratio predicted / measured: {report['ratio_range'][0]:.2f} to "
@@ -328,7 +334,10 @@ def write_markdown(report: dict, path: Path) -> None:
         "`measured_compute_ms_max` and `measured_wait_ms_max` are the slowest rank's training-"
         "step seconds minus exchange wait and its exchange wait (`CommunicationMonitor`'s "
         "per-rank timing), medians over epochs; `compute_ratio` is predicted ÷ measured "
-        "compute of the slowest rank.",
+        "compute of the slowest rank; `critical_path_ratio` is the measured max ÷ mean compute over "
+        "ranks (`comm/critical_path_ratio`), median over epochs. A rank's compute includes "
+        "waiting in the gradient all-reduce for the slowest rank, which pulls this ratio "
+        "towards 1.",
         "",
         "## (2) predicted epoch time at cluster scale (MODEL OUTPUT)",
         "",
