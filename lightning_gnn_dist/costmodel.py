@@ -15,7 +15,8 @@ Per rank ``p`` and epoch (forward + backward, every layer ``k`` with widths ``d_
 ``nnz_p``/``rows_p`` are the partition's ``part_nnz``/``part_sizes``; the rows each rank sends
 come from the exchange mode's own prediction (``predicted_rows_sent``/``predicted_peer_rows``,
 the numbers the counters measure exactly), so every exchange mode that predicts per rank pair is
-covered: ``p2p``, and ``cached`` as its base (an upper bound: every round sent). ``broadcast``
+covered: ``p2p``, and ``cached`` as its default ``p2p`` base (an upper bound: every round
+sent). ``broadcast``
 runs one collective per root in turn, so every rank waits for all of them:
 ``Σ_q (P − 1) · rows_q · width · dtype_bytes / bandwidth + (P − 1) · latency`` per direction
 (a flat tree). The vertex-cut modes (``cd-*``, ``0c``) run on other metrics and are not
@@ -79,8 +80,8 @@ class Network:
 
 NETWORKS: dict[str, Network] = {
     "infiniband": Network(),
-    # gloo over TCP on the loopback device of one machine (measured order of magnitude on the
-    # 2-core development machine: ~1 GB/s per pair, tens of µs per message)
+    # gloo over TCP on the loopback device of one machine: an assumed order of magnitude, not
+    # calibrated (on the 2-core machine the halo bytes are small next to compute either way)
     "loopback": Network(bandwidth_bytes_per_s=1.0e9, latency_s=50e-6),
 }
 """Network presets by name: ``infiniband`` (default), ``loopback`` (this machine)."""
@@ -165,7 +166,8 @@ def predict_epoch(
         dims: layer widths ``[d_0, ..., d_L]``.
         costs: per-unit compute costs (:func:`calibrate` measures them).
         network: a :class:`Network` or a preset name in :data:`NETWORKS`.
-        exchange: exchange mode (``p2p``, ``broadcast``, ``cached``).
+        exchange: exchange mode (``p2p``, ``broadcast``, ``cached``; ``cached`` is predicted as
+            ``p2p`` sending every round).
         cores: cores the ranks share when they run on one machine (scales compute by
             ``P / cores`` when ``P > cores``); ``None``: one core per rank.
         dtype_bytes: bytes per element. (default: ``4``)
