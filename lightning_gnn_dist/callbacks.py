@@ -46,6 +46,26 @@ def _strategy_and_store(trainer: pl.Trainer):
     return strategy, trainer.datamodule.store
 
 
+def rank_timing(compute_seconds: np.ndarray, wait_seconds: np.ndarray) -> dict[str, float]:
+    """The critical path of one epoch from every rank's seconds: ``comm/compute_seconds_max``,
+    ``comm/compute_seconds_mean``, ``comm/wait_seconds_max``, ``comm/wait_seconds_mean`` and
+    ``comm/critical_path_ratio`` (max ÷ mean compute seconds; 1.0 when perfectly balanced, and
+    when no rank computed). The slowest rank sets the epoch's pace, so the max is what to watch.
+
+    Args:
+        compute_seconds: ``[P]`` training-step seconds minus exchange wait, per rank.
+        wait_seconds: ``[P]`` seconds waiting for the halo exchange, per rank.
+    """
+    mean = float(compute_seconds.mean())
+    return {
+        "comm/compute_seconds_max": float(compute_seconds.max()),
+        "comm/compute_seconds_mean": mean,
+        "comm/wait_seconds_max": float(wait_seconds.max()),
+        "comm/wait_seconds_mean": float(wait_seconds.mean()),
+        "comm/critical_path_ratio": float(compute_seconds.max()) / mean if mean > 0 else 1.0,
+    }
+
+
 class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"):
     """Logs, per training epoch, the halo traffic of every layer and direction.
 
@@ -56,9 +76,12 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     BatchCommunicationMonitor` there), ``messages_avg``/``messages_max`` and
     ``seconds_max`` (time waiting for the exchange). Per epoch it also logs
     ``comm/seconds_avg``/``comm/seconds_max`` and ``comm/compute_seconds_avg`` (training step time
-    minus exchange wait). Values are gathered from all ranks and written by rank 0 to every
-    logger of the Trainer (CSV, TensorBoard, ...), step = epoch; :attr:`last_logged` holds them. :attr:`history` keeps one row per layer, direction
-    and epoch; :meth:`table` renders the last epoch. :attr:`rank_history` keeps, per epoch, the
+    minus exchange wait) and, from every rank's seconds, the critical path:
+    ``comm/compute_seconds_max``/``_mean``, ``comm/wait_seconds_max``/``_mean`` and
+    ``comm/critical_path_ratio`` (max ÷ mean compute; see :func:`rank_timing`). Values are
+    gathered from all ranks and written by rank 0 to every logger of the Trainer (CSV,
+    TensorBoard, ...), step = epoch; :attr:`last_logged` holds them. :attr:`history` keeps one
+    row per layer, direction and epoch; :meth:`table` renders the last epoch. :attr:`rank_history` keeps, per epoch, the
     per-rank arrays the plots draw (bytes per rank pair, measured and predicted; rows sent and
     received; compute and exchange-wait seconds).
 
@@ -170,6 +193,7 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         logged["comm/seconds_max"] = float(comm_seconds.max())
         compute_seconds = (step_seconds - comm_seconds).clamp(min=0)
         logged["comm/compute_seconds_avg"] = float(compute_seconds.mean())
+        logged.update(rank_timing(compute_seconds.numpy(), comm_seconds.numpy()))
         self.rank_history.append(
             {
                 "epoch": trainer.current_epoch,

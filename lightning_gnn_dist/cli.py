@@ -78,6 +78,24 @@ def _partition_parser() -> argparse.ArgumentParser:
         help=f"(default: {' '.join(DEFAULT_METHODS)})",
     )
     cmp.add_argument(
+        "--widths",
+        metavar="D0,D1,...",
+        help="GCN layer widths (e.g. 64,16,8): add the cost model's predicted epoch time, "
+        "compute calibrated on this machine (lightning_gnn_dist.costmodel)",
+    )
+    cmp.add_argument(
+        "--network",
+        default="infiniband",
+        choices=["infiniband", "loopback"],
+        help="network preset of the predicted epoch time (default: infiniband, 12.5 GB/s, 2 µs)",
+    )
+    cmp.add_argument(
+        "--exchange",
+        default="p2p",
+        choices=["p2p", "broadcast", "cached"],
+        help="exchange mode of the predicted epoch time (default: p2p)",
+    )
+    cmp.add_argument(
         "--plot",
         metavar="FILE.png",
         help="also draw the methods side by side per rank (needs the 'plot' extra)",
@@ -92,6 +110,27 @@ def _print_table(console: Console, table: Table) -> None:
         unbounded = console.options.update_width(1 << 16)
         console.width = max(console.width, Measurement.get(console, unbounded, table).maximum)
     console.print(table)
+
+
+def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespace) -> None:
+    """``predicted_epoch_seconds`` per row from the cost model (``None`` for a vertex cut)."""
+    from lightning_gnn_dist.costmodel import calibrate, predict_epoch
+    from lightning_gnn_dist.partition.metrics import PartitionMetrics
+
+    try:
+        dims = [int(w) for w in args.widths.split(",")]
+    except ValueError:
+        raise ValueError(
+            f"--widths {args.widths!r}: give comma-separated integers, e.g. 64,16,8"
+        ) from None
+    costs = calibrate(dims)
+    for row in rows:
+        m = metrics[row["method"]]
+        row["predicted_epoch_seconds"] = (
+            predict_epoch(m, dims, costs, args.network, args.exchange).epoch_seconds
+            if isinstance(m, PartitionMetrics)
+            else None
+        )
 
 
 def run_partition_command(argv: Sequence[str]) -> int:
@@ -118,6 +157,8 @@ def run_partition_command(argv: Sequence[str]) -> int:
             keep_metrics=True,
         )
         metrics = {row["method"]: row.pop("metrics") for row in rows}
+        if args.widths:
+            _add_predicted_epoch(rows, metrics, args)
         if args.plot:
             from lightning_gnn_dist.plots import partition_comparison_figure, save_figure
 

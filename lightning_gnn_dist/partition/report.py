@@ -14,7 +14,8 @@ def _ratio(value: float | None) -> str:
 
 def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     """Paper 000 Table 2 layout: volume and messages per rank (avg/max, absolute and ÷ random),
-    edge cut, load imbalance, partitioning seconds. Volumes are rows one layer moves per
+    edge cut, load imbalance, partitioning seconds, and with ``predicted_epoch_seconds`` in the
+    rows (``partition-compare --widths``) the cost model's epoch time. Volumes are rows one layer moves per
     direction (halo rows; for a vertex cut, partial-aggregate rows), and ``RF`` is a vertex
     cut's replication factor (paper 002 Table 4)."""
     table = Table(title=title)
@@ -35,7 +36,14 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         "seconds",
     ):
         table.add_column(header, justify="left" if header == "method" else "right")
+    predicted = any("predicted_epoch_seconds" in r for r in rows)
+    if predicted:  # partition-compare --widths: the cost model's epoch time
+        table.add_column("pred. epoch ms", justify="right")
     for r in rows:
+        extra = []
+        if predicted:
+            value = r.get("predicted_epoch_seconds")
+            extra = ["–" if value is None else f"{value * 1e3:.3g}"]
         table.add_row(
             r["method"],
             f"{r['avg_send_rows']:.1f}",
@@ -51,6 +59,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             str(r["edge_cut"]),
             f"{r['imbalance']:.3f}",
             f"{r['seconds']:.2f}",
+            *extra,
         )
     return table
 

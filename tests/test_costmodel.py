@@ -1,0 +1,125 @@
+"""The cost model's formula against hand computation (exact binary fractions), its inputs
+from the exchange modes' predictions, and calibration's shape (no timing asserts)."""
+
+import numpy as np
+import pytest
+
+from lightning_gnn_dist.costmodel import (
+    NETWORKS,
+    ComputeCosts,
+    Network,
+    calibrate,
+    gcn_layers,
+    predict_epoch,
+)
+from lightning_gnn_dist.partition import get_partitioner
+from lightning_gnn_dist.partition.metrics import PartitionMetrics, partition_metrics
+from tests.helpers import random_graph
+
+# Two parts: part 0 owns 3 rows (7 non-zeros) and sends 2 rows to part 1; part 1 owns 2 rows
+# (5 non-zeros) and sends 1 row to part 0.
+METRICS = PartitionMetrics(
+    num_parts=2,
+    num_nodes=5,
+    peer_rows=np.array([[0, 2], [1, 0]]),
+    part_sizes=np.array([3, 2]),
+    part_nnz=np.array([7, 5]),
+    edge_cut=2,
+)
+COSTS = ComputeCosts(aggregate_seconds=1.0, dense_seconds=0.5, elementwise_seconds=0.25)
+NET = Network(bandwidth_bytes_per_s=4.0, latency_s=0.5)  # one float32 element per second
+
+
+def test_gcn_layers_exchange_the_narrower_width_and_skip_a_widening_first_backward():
+    assert [(layer.forward_width, layer.backward_width) for layer in gcn_layers([4, 2, 1])] == [
+        (2, 2),
+        (1, 1),
+    ]
+    assert [(layer.forward_width, layer.backward_width) for layer in gcn_layers([2, 4, 1])] == [
+        (2, 0),
+        (1, 1),
+    ]
+    with pytest.raises(ValueError, match=r"\[8\]"):
+        gcn_layers([8])
+
+
+def test_p2p_epoch_matches_hand_computation():
+    estimate = predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p")
+    # one layer 4 -> 2, aggregated and exchanged at width 2, both directions
+    # compute: nnz·2·1 + rows·8·0.5 + rows·2·0.25
+    np.testing.assert_array_equal(
+        estimate.compute_seconds, [7 * 2 + 3 * 4 + 3 * 0.5, 5 * 2 + 2 * 4 + 2 * 0.5]
+    )
+    # forward: rank 0 sends 2 rows, receives 1; rank 1 sends 1, receives 2 (2 columns, one
+    # element per second) and one message each way; backward mirrors it: same max per rank.
+    halo = 2 * (2 * 2 + 1 * 0.5)
+    # gradient all-reduce: 2·(P−1)/P·(8 + 2) elements + 2·(P−1) messages
+    allreduce = 10 + 2 * 0.5
+    np.testing.assert_array_equal(estimate.comm_seconds, [halo + allreduce] * 2)
+    np.testing.assert_array_equal(estimate.bytes_sent, [(2 + 1) * 2 * 4, (1 + 2) * 2 * 4])
+    assert estimate.epoch_seconds == 27.5 + halo + allreduce
+    assert estimate.epoch_seconds == estimate.rank_seconds.max()
+
+
+def test_broadcast_waits_for_every_root_and_cached_predicts_its_base():
+    broadcast = predict_epoch(METRICS, [4, 2], COSTS, NET, "broadcast")
+    # per direction: (P−1)·N rows of 2 columns + P·(P−1) messages
+    per_direction = 1 * 5 * 2 + 2 * 1 * 0.5
+    np.testing.assert_array_equal(broadcast.comm_seconds, [2 * per_direction + 11] * 2)
+    # forward: its own block to the peer; backward: a partial gradient of the other block
+    np.testing.assert_array_equal(broadcast.bytes_sent, [(3 + 2) * 2 * 4, (2 + 3) * 2 * 4])
+    cached = predict_epoch(METRICS, [4, 2], COSTS, NET, "cached")
+    p2p = predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p")
+    np.testing.assert_array_equal(cached.comm_seconds, p2p.comm_seconds)
+
+
+def test_one_rank_has_no_communication_and_oversubscription_scales_compute():
+    one = PartitionMetrics(1, 5, np.zeros((1, 1), int), np.array([5]), np.array([12]), 0)
+    estimate = predict_epoch(one, [4, 2], COSTS, NET)
+    assert estimate.comm_seconds.tolist() == [0.0]
+    assert estimate.epoch_seconds == 12 * 2 + 5 * 4 + 5 * 0.5
+    fixed = ComputeCosts(1.0, 0.5, 0.25, step_seconds=2.0)
+    assert predict_epoch(one, [4, 2], fixed, NET).epoch_seconds == estimate.epoch_seconds + 2
+    shared = predict_epoch(METRICS, [4, 2], COSTS, NET, cores=1)
+    alone = predict_epoch(METRICS, [4, 2], COSTS, NET)
+    np.testing.assert_array_equal(shared.compute_seconds, 2 * alone.compute_seconds)
+
+
+def test_bytes_equal_the_partition_metrics_on_a_real_partition():
+    data = random_graph(60, 240, seed=3)
+    metrics = partition_metrics(data, get_partitioner("metis").partition(data, 4), 4)
+    estimate = predict_epoch(metrics, [16, 8, 4], COSTS, "infiniband")
+    # widths 8 and 4 (both layers narrow): forward sends the send rows, backward the halo rows
+    expected = (metrics.send_rows + metrics.recv_rows) * (8 + 4) * 4
+    np.testing.assert_array_equal(estimate.bytes_sent, expected)
+    assert estimate.bytes_sent.sum() == 2 * metrics.total_volume_rows * (8 + 4) * 4
+
+
+def test_unknown_network_and_vertex_cut_modes_are_refused():
+    with pytest.raises(ValueError, match="'ethernet'.*infiniband, loopback"):
+        predict_epoch(METRICS, [4, 2], COSTS, "ethernet")
+    with pytest.raises(ValueError, match="'cd-0'"):
+        predict_epoch(METRICS, [4, 2], COSTS, NET, "cd-0")
+    assert set(NETWORKS) == {"infiniband", "loopback"}
+
+
+def test_calibrate_returns_positive_costs_for_the_model_widths():
+    costs = calibrate([16, 8, 4], num_rows=500, nnz_per_row=4, repeats=1)
+    assert costs.aggregate_seconds > 0 and costs.dense_seconds > 0
+    assert costs.elementwise_seconds > 0
+
+
+def test_partition_compare_prints_the_predicted_epoch(capsys):
+    import json
+
+    from lightning_gnn_dist.cli import main
+
+    spec = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
+    args = ["partition-compare", "--dataset", spec, "-p", "3", "--methods", "metis", "random"]
+    assert main(args + ["--widths", "8,4,3", "--network", "loopback", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(row["predicted_epoch_seconds"] > 0 for row in rows)
+    assert main(args + ["--widths", "8,4,3"]) == 0
+    assert "pred. epoch ms" in capsys.readouterr().out
+    assert main(args + ["--widths", "8,x"]) == 2
+    assert "--widths '8,x'" in capsys.readouterr().err
