@@ -49,3 +49,42 @@ def figure2_graph() -> tuple[Data, list[int]]:
     edges = torch.tensor(pairs).t() - 1
     data = canonicalize(Data(edge_index=torch.cat([edges, edges.flip(0)], dim=1), num_nodes=6))
     return data, [0, 0, 1, 1, 2, 2]
+
+
+def reference_convs(kind: str, in_channels: int, hidden: int, out_channels: int, heads: int):
+    """The plain-PyG two-layer model ``NodeClassifier(kind)`` holds (``model.convs``), for
+    single-process references that load the distributed run's initial state dict."""
+    from torch_geometric.nn import GATConv, GCNConv, SAGEConv
+
+    if kind == "gcn":
+        convs = [GCNConv(in_channels, hidden), GCNConv(hidden, out_channels)]
+    elif kind == "sage":
+        convs = [SAGEConv(in_channels, hidden), SAGEConv(hidden, out_channels)]
+    else:
+        convs = [
+            GATConv(in_channels, hidden, heads=heads),
+            GATConv(hidden * heads, out_channels, heads=1, concat=False),
+        ]
+    model = torch.nn.Module()
+    model.convs = torch.nn.ModuleList(convs)
+    return model
+
+
+def fit_quietly(trainer_cls, module, datamodule, *, strategy, devices: int, epochs: int, callbacks):
+    """``trainer_cls(...).fit`` on CPU with everything but training off (no logger, checkpoints,
+    progress bar, summary or validation); returns the Trainer."""
+    trainer = trainer_cls(
+        strategy=strategy,
+        accelerator="cpu",
+        devices=devices,
+        max_epochs=epochs,
+        callbacks=callbacks,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+    )
+    trainer.fit(module, datamodule=datamodule)
+    return trainer

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
 from lightning_gnn_dist import GraphPartitionDataModule, NodeClassifier
 from lightning_gnn_dist._compat import LightningNeutral
@@ -20,6 +19,7 @@ from lightning_gnn_dist.callbacks import CommunicationMonitor
 from lightning_gnn_dist.data import load_dataset
 from lightning_gnn_dist.partition.metrics import projected_epoch_bytes
 from lightning_gnn_dist.partition.store import PartitionStore
+from tests.helpers import fit_quietly, reference_convs
 
 EPOCHS, HIDDEN, HEADS, LR = 5, 16, 2, 0.01
 DATASET = "sbm?num_nodes=600&num_classes=4&avg_degree=8&features=24&seed=3"
@@ -51,17 +51,7 @@ class Recorder(LightningNeutral, lightning_base="Callback"):
 def reference_run(kind, state_dict):
     """Plain PyG, one process, whole graph."""
     data = load_dataset(DATASET)
-    if kind == "gcn":
-        convs = [GCNConv(24, HIDDEN), GCNConv(HIDDEN, 4)]
-    elif kind == "sage":
-        convs = [SAGEConv(24, HIDDEN), SAGEConv(HIDDEN, 4)]
-    else:
-        convs = [
-            GATConv(24, HIDDEN, heads=HEADS),
-            GATConv(HIDDEN * HEADS, 4, heads=1, concat=False),
-        ]
-    model = torch.nn.Module()
-    model.convs = torch.nn.ModuleList(convs)
+    model = reference_convs(kind, 24, HIDDEN, 4, HEADS)
     model.load_state_dict(state_dict)
     optimizer = torch.optim.Adam(model.parameters(), lr=LR, weight_decay=5e-4)
     losses = []
@@ -104,20 +94,15 @@ def test_distributed_training_equals_single_process(
     )
     monitor = CommunicationMonitor()
     out = tmp_path / "result.json"
-    trainer = pl.Trainer(
+    fit_quietly(
+        pl.Trainer,
+        module,
+        datamodule,
         strategy="gnn_ddp_fork",
-        accelerator="cpu",
         devices=world_size,
-        max_epochs=EPOCHS,
+        epochs=EPOCHS,
         callbacks=[monitor, Recorder(out, monitor)],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
     )
-    trainer.fit(module, datamodule=datamodule)
     result = json.loads(out.read_text())
 
     ref_losses, ref_params = reference_run(kind, initial)

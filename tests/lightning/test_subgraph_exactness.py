@@ -13,7 +13,6 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
 from lightning_gnn_dist.batch_monitor import BatchCommunicationMonitor
@@ -21,6 +20,7 @@ from lightning_gnn_dist.data import load_dataset
 from lightning_gnn_dist.data.subgraph_sampler import induced_subgraph, make_sampler
 from lightning_gnn_dist.partition.batch_volume import batch_metrics
 from lightning_gnn_dist.partition.store import PartitionStore
+from tests.helpers import fit_quietly, reference_convs
 
 EPOCHS, STEPS, SIZE, HIDDEN, HEADS, LR = 2, 3, 150, 8, 2, 0.01
 DATASET = "sbm?num_nodes=400&num_classes=4&avg_degree=6&features=12&seed=3"
@@ -48,17 +48,7 @@ class Recorder(pl.Callback):
 def reference_run(kind, state_dict):
     """Plain PyG, one process: the same sampled subgraphs, each trained as a graph of its own."""
     data = load_dataset(DATASET)
-    if kind == "gcn":
-        convs = [GCNConv(12, HIDDEN), GCNConv(HIDDEN, 4)]
-    elif kind == "sage":
-        convs = [SAGEConv(12, HIDDEN), SAGEConv(HIDDEN, 4)]
-    else:
-        convs = [
-            GATConv(12, HIDDEN, heads=HEADS),
-            GATConv(HIDDEN * HEADS, 4, heads=1, concat=False),
-        ]
-    model = torch.nn.Module()
-    model.convs = torch.nn.ModuleList(convs)
+    model = reference_convs(kind, 12, HIDDEN, 4, HEADS)
     model.load_state_dict(state_dict)
     optimizer = torch.optim.Adam(model.parameters(), lr=LR, weight_decay=5e-4)
     sampler = make_sampler("uniform", data.num_nodes, SIZE, seed=0)
@@ -104,20 +94,15 @@ def test_subgraph_training_equals_single_process(kind, world_size, exchange, sto
     )
     monitor = BatchCommunicationMonitor()
     out = tmp_path / "result.json"
-    trainer = pl.Trainer(
+    fit_quietly(
+        pl.Trainer,
+        module,
+        datamodule,
         strategy=GNNStrategy(exchange=exchange, start_method="fork"),
-        accelerator="cpu",
         devices=world_size,
-        max_epochs=EPOCHS,
+        epochs=EPOCHS,
         callbacks=[monitor, Recorder(out, monitor)],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
     )
-    trainer.fit(module, datamodule=datamodule)
     result = json.loads(out.read_text())
 
     ref_losses, ref_params, data, batches = reference_run(kind, initial)

@@ -10,6 +10,7 @@ import pytorch_lightning as pl
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
 from lightning_gnn_dist.callbacks import CommunicationMonitor
 from lightning_gnn_dist.partition.store import PartitionStore
+from tests.helpers import fit_quietly
 from tests.lightning.test_exactness import DATASET, EPOCHS, HIDDEN, LR, Recorder, reference_run
 
 # (forward, backward) widths per layer: GCN synchronises min(in, out) columns, SAGE the
@@ -27,20 +28,15 @@ def _fit(kind, world_size, exchange, root, out):
         DATASET, method="vertex-cut", num_parts=world_size, root=str(root)
     )
     monitor = CommunicationMonitor()
-    trainer = pl.Trainer(
+    fit_quietly(
+        pl.Trainer,
+        module,
+        datamodule,
         strategy=GNNStrategy(exchange=exchange, start_method="fork"),
-        accelerator="cpu",
         devices=world_size,
-        max_epochs=EPOCHS,
+        epochs=EPOCHS,
         callbacks=[monitor, Recorder(out, monitor)],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
     )
-    trainer.fit(module, datamodule=datamodule)
     return initial, json.loads(out.read_text()), PartitionStore.open(datamodule.store_path)
 
 
