@@ -187,12 +187,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             distribute(self.lightning_module)
             super().setup(trainer)
             return
-        partition = _to_device(partition, self.root_device)
-        exchange = make_exchange(
-            self.exchange_mode, partition, self.comm_counters["train"], **self.exchange_options
-        )
-        self.graph_context = make_graph_context(partition, exchange)
-        self._restore_rank_state(trainer, exchange)
+        self.graph_context = self._make_context(partition, self.comm_counters["train"])
+        self._restore_rank_state(trainer, self.graph_context.exchange)
         if self.loss_reduction == "mean" and partition.train_mask is not None:
             local = int(partition.train_mask.sum())
             self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
@@ -292,9 +288,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         # exchange mode on it.
         view = getattr(batch, "local_partition", None) if isinstance(batch, Data) else None
         if view is not None:
-            view = _to_device(view, self.root_device)
-            exchange = make_exchange(self.exchange_mode, view, **self.exchange_options)
-            context = make_graph_context(view, exchange)
+            context = self._make_context(view)
         context.exchange.counter = self.comm_counters[stage]
         # Only training steps may use stale rows: evaluation always exchanges exactly.
         epoch = self.lightning_module.trainer.current_epoch
@@ -311,10 +305,15 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         if partition is None:
             return None
         if stage not in self._eval_contexts:
-            partition = _to_device(partition, self.root_device)
-            exchange = make_exchange(self.exchange_mode, partition, self.comm_counters[stage])
-            self._eval_contexts[stage] = GraphContext(partition, exchange)
+            self._eval_contexts[stage] = self._make_context(partition, self.comm_counters[stage])
         return self._eval_contexts[stage]
+
+    def _make_context(self, partition, counter: CommCounter | None = None) -> GraphContext:
+        """The graph context of ``partition`` (a rank's part, an evaluation view or a batch
+        plan) with this strategy's exchange mode and options, on the compute device."""
+        partition = _to_device(partition, self.root_device)
+        exchange = make_exchange(self.exchange_mode, partition, counter, **self.exchange_options)
+        return make_graph_context(partition, exchange)
 
     def training_step(self, *args: Any, **kwargs: Any):
         batch = args[0] if args else kwargs.get("batch")
