@@ -14,7 +14,12 @@ import numpy as np
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.graph import column_net_pins, row_nnz
-from lightning_gnn_dist.partition.backends import backend_settings, check_backend, get_backend
+from lightning_gnn_dist.partition.backends import (
+    backend_options,
+    backend_settings,
+    check_backend,
+    get_backend,
+)
 from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
 from lightning_gnn_dist.partition.refine import RefineResult, refine_max_send_volume
 
@@ -47,6 +52,19 @@ class ColumnNetHypergraph:
     def num_pins(self) -> int:
         return len(self.pins)
 
+    def net_sizes(self) -> np.ndarray:
+        """``[num_nets] int64`` pins per net."""
+        return np.diff(self.net_offsets)
+
+    def keep_nets(self, keep: np.ndarray) -> ColumnNetHypergraph:
+        """The same vertices with only the nets where ``keep`` (``[num_nets] bool``) is set."""
+        sizes = self.net_sizes()
+        offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
+        np.cumsum(sizes[keep], out=offsets[1:])
+        pins = self.pins[np.repeat(keep, sizes)]
+        weights = None if self.net_weights is None else self.net_weights[keep]
+        return ColumnNetHypergraph(self.num_vertices, offsets, pins, self.vertex_weights, weights)
+
 
 def column_net_hypergraph(data: Data) -> ColumnNetHypergraph:
     """Build the column-net hypergraph of a canonical graph (vectorised, ``O(nnz)``)."""
@@ -73,9 +91,20 @@ class HypergraphPartitioner(Partitioner):
     Args:
         seed (int): seed of the partitioner; equal seeds give equal assignments. (default: ``0``)
         epsilon (float): allowed load imbalance. (default: ``0.03``)
-        backend (str): ``"mtkahypar"`` (Mt-KaHyPar, default preset, one thread) or
+        backend (str): ``"mtkahypar"`` (Mt-KaHyPar, our ``"tuned"`` preset, one thread) or
             ``"kahypar"`` (KaHyPar with our ``kahypar_km1.ini``); either runs in an isolated
             child process per call. (default: ``"mtkahypar"``)
+        preset (str, optional): Mt-KaHyPar preset: ``"tuned"`` (``configs/mtkahypar_tuned.ini``),
+            ``"default"``, ``"quality"``, ``"highest_quality"``, ``"large_k"``,
+            ``"deterministic"``, ``"deterministic_quality"``; ``None`` is ``"tuned"``.
+            (default: ``None``)
+        threads (int): Mt-KaHyPar threads. Above 1 the partition is faster but may differ between
+            calls with the same seed (except for the ``deterministic*`` presets). (default: ``1``)
+        max_net_size (int, optional): leave nets with more pins than this out of the
+            partitioner's input (power-law graphs: the columns of hubs, which are cut almost
+            always). The left-out nets still count: the refinement and every metric use the
+            whole hypergraph. ``None`` keeps every net. Nets of one pin, which never count, are
+            always left out. (default: ``None``)
         timeout (float, optional): seconds the partitioner's child process may run before it
             is killed and a ``RuntimeError`` is raised; ``None`` waits. (default: ``None``)
         balance_send_volume (bool): refine the partition for the busiest part's send volume.
@@ -102,9 +131,21 @@ class HypergraphPartitioner(Partitioner):
         timeout: float | None = None,
         balance_send_volume: bool = True,
         volume_slack: float = 0.05,
+        preset: str | None = None,
+        threads: int = 1,
+        max_net_size: int | None = None,
     ) -> None:
         super().__init__(seed=seed, epsilon=epsilon)
         self.backend = check_backend(backend)
+        self.backend_options = backend_options(self.backend, preset=preset, threads=threads)
+        if max_net_size is not None and (
+            not isinstance(max_net_size, int) or isinstance(max_net_size, bool) or max_net_size < 2
+        ):
+            raise ValueError(
+                f"max_net_size must be an integer >= 2 or None (got {max_net_size!r}); nets with "
+                "more pins than this are left out of the partitioner's input"
+            )
+        self.max_net_size = max_net_size
         if not 0.0 <= volume_slack <= 10.0:
             raise ValueError(
                 f"volume_slack must be in [0, 10] (got {volume_slack!r}); 0.05 lets the "
@@ -126,12 +167,21 @@ class HypergraphPartitioner(Partitioner):
     def _partition(self, data: Data, num_parts: int) -> np.ndarray:
         hypergraph = column_net_hypergraph(data)
         partition_hypergraph = get_backend(self.backend)
+        sizes = hypergraph.net_sizes()
+        keep = sizes >= 2
+        if self.max_net_size is not None:
+            keep &= sizes <= self.max_net_size
         # With the refinement on, km1 gets half the imbalance budget and the other half is room
         # for the refinement's moves: when the km1 partition fills every part but the busiest
         # to the bound, no vertex can leave the busiest part (measured on R-MAT, P = 4).
         backend_epsilon = self.epsilon / 2 if self.balance_send_volume else self.epsilon
         assignment = partition_hypergraph(
-            hypergraph, num_parts, backend_epsilon, self.seed, timeout=self.timeout
+            hypergraph.keep_nets(keep),
+            num_parts,
+            backend_epsilon,
+            self.seed,
+            timeout=self.timeout,
+            **self.backend_options,
         )
         if not self.balance_send_volume:
             return assignment
@@ -148,14 +198,15 @@ class HypergraphPartitioner(Partitioner):
 
     def settings(self) -> dict[str, Any]:
         """Method, seed, epsilon, the backend and the backend's own settings (Mt-KaHyPar's preset
-        or KaHyPar's configuration file hash) and the refinement. The timeout never changes an
-        assignment and is left out."""
+        and threads, or KaHyPar's configuration file hash), the refinement and ``max_net_size``.
+        The timeout never changes an assignment and is left out."""
         return {
             **super().settings(),
             "backend": self.backend,
-            **backend_settings(self.backend),
+            **backend_settings(self.backend, **self.backend_options),
             "balance_send_volume": self.balance_send_volume,
             "volume_slack": self.volume_slack,
+            "max_net_size": self.max_net_size,
         }
 
 

@@ -47,7 +47,8 @@ def test_store_folder_follows_the_partitioner_settings(tmp_path, monkeypatch):
     dm = GraphPartitionDataModule("digits", method="hypergraph", num_parts=2, root=str(tmp_path))
     before = dm.store_path
     assert before.name.startswith("digits-hypergraph-p2-s0-e0.03-")
-    monkeypatch.setattr(mtkahypar_backend, "PRESET", "quality")
+    # as if the tuned configuration file had been edited
+    monkeypatch.setitem(mtkahypar_backend.PRESETS, "tuned", tmp_path / "edited.ini")
     assert dm.store_path != before and dm.store_path.parent == before.parent
 
 

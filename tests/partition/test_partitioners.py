@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.data.datasets import load_dataset
 from lightning_gnn_dist.data.graph import canonicalize, row_nnz
 from lightning_gnn_dist.partition import (
     PARTITIONERS,
@@ -22,6 +23,7 @@ from lightning_gnn_dist.partition import (
     column_net_hypergraph,
     get_partitioner,
 )
+from lightning_gnn_dist.partition.metrics import partition_metrics
 from tests.helpers import figure2_graph
 
 METHODS = sorted(
@@ -145,11 +147,17 @@ def test_hypergraph_settings() -> None:
         "seed": 3,
         "epsilon": 0.05,
         "backend": "mtkahypar",
-        "preset": "default",
+        "preset": "tuned",
         "threads": 1,
+        "preset_sha256": mt["preset_sha256"],
         "balance_send_volume": True,
         "volume_slack": 0.05,
+        "max_net_size": None,
     }
+    assert len(mt["preset_sha256"]) == 16
+    other = get_partitioner("hypergraph", preset="default", threads=2, max_net_size=64).settings()
+    assert (other["preset"], other["threads"], other["max_net_size"]) == ("default", 2, 64)
+    assert "preset_sha256" not in other
     kh = get_partitioner("hypergraph", backend="kahypar").settings()
     assert kh["backend"] == "kahypar" and kh["config"] == "kahypar_km1.ini"
     assert len(kh["config_sha256"]) == 16
@@ -341,3 +349,47 @@ def test_no_warning_when_every_part_has_a_vertex() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         get_partitioner("metis").partition(data, 3)
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"preset": "fastest"}, r"unknown Mt-KaHyPar preset 'fastest'; choose one of: tuned, "),
+        ({"threads": 0}, r"threads must be a positive integer \(got 0\)"),
+        ({"max_net_size": 1}, r"max_net_size must be an integer >= 2 or None \(got 1\)"),
+        ({"backend": "kahypar", "preset": "default"}, r"backend='kahypar' takes no preset"),
+        ({"backend": "kahypar", "threads": 2}, r"backend='kahypar' takes no preset or threads"),
+    ],
+)
+def test_hypergraph_option_errors(options, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        get_partitioner("hypergraph", **options)
+
+
+@pytest.mark.parametrize("preset", ["tuned", "default", "large_k"])
+def test_every_preset_partitions_within_the_bound(small_graph: Data, preset: str) -> None:
+    partitioner = get_partitioner("hypergraph", seed=2, preset=preset, balance_send_volume=False)
+    assignment = partitioner.partition(small_graph, 4)
+    weights = column_net_hypergraph(small_graph).vertex_weights
+    loads = np.bincount(assignment, weights=weights, minlength=4)
+    assert loads.max() <= 1.03 * np.ceil(weights.sum() / 4)
+    np.testing.assert_array_equal(assignment, partitioner.partition(small_graph, 4))
+
+
+def test_left_out_nets_still_count_in_the_refinement_and_metrics() -> None:
+    data = load_dataset("rmat?scale=10&edge_factor=8")
+    hg = column_net_hypergraph(data)
+    sizes = hg.net_sizes()
+    threshold = int(np.quantile(sizes[sizes >= 2], 0.9))
+    reduced = hg.keep_nets(sizes <= threshold)
+    assert reduced.num_nets == int((sizes <= threshold).sum()) and reduced.num_pins == int(
+        sizes[sizes <= threshold].sum()
+    )
+    np.testing.assert_array_equal(np.diff(reduced.net_offsets), sizes[sizes <= threshold])
+    partitioner = get_partitioner("hypergraph", seed=0, max_net_size=threshold)
+    assignment = partitioner.partition(data, 8)
+    report = partitioner.last_refinement
+    metrics = partition_metrics(data, assignment, 8)
+    # The refinement's volumes are the whole hypergraph's, left-out nets included.
+    assert report.total_volume_rows_after == metrics.total_volume_rows
+    assert report.max_send_rows_after == metrics.send_rows.max()

@@ -13,7 +13,7 @@ and imbalance ``epsilon``, deterministically for a given ``seed``, and a functio
 ========== ================================================ ======================================
 backend    library                                          where it runs
 ========== ================================================ ======================================
-mtkahypar  Mt-KaHyPar (MIT), ``DEFAULT`` preset, one thread  a child process per call (``_worker``)
+mtkahypar  Mt-KaHyPar (MIT), ``tuned`` preset, one thread    a child process per call (``_worker``)
 kahypar    KaHyPar (GPLv3), our ``configs/kahypar_km1``     a child process per call (``_worker``)
 ========== ================================================ ======================================
 
@@ -47,10 +47,33 @@ def get_backend(backend: str) -> Callable[..., np.ndarray]:
     return module.partition_hypergraph
 
 
-def backend_settings(backend: str) -> dict[str, Any]:
-    """What besides the graph, parts, epsilon and seed determines ``backend``'s assignment."""
+def backend_settings(backend: str, **options: Any) -> dict[str, Any]:
+    """What besides the graph, parts, epsilon and seed determines ``backend``'s assignment,
+    given its ``options`` (:func:`backend_options`)."""
     module = importlib.import_module(f"{__name__}.{check_backend(backend)}")
-    return module.settings()
+    return module.settings(**options)
+
+
+def backend_options(backend: str, preset: str | None = None, threads: int = 1) -> dict[str, Any]:
+    """The keyword arguments ``backend``'s ``partition_hypergraph`` takes for these options.
+
+    Only Mt-KaHyPar has presets and threads; KaHyPar is sequential and reads our configuration.
+
+    Raises:
+        ValueError: an unknown preset, a bad thread count, or either one given to ``kahypar``.
+    """
+    if check_backend(backend) == "kahypar":
+        if preset is not None or threads != 1:
+            raise ValueError(
+                f"backend='kahypar' takes no preset or threads (got preset={preset!r}, "
+                f"threads={threads!r}); use backend='mtkahypar' for them"
+            )
+        return {}
+    from lightning_gnn_dist.partition.backends import mtkahypar
+
+    options = {"preset": mtkahypar.DEFAULT_PRESET if preset is None else preset, "threads": threads}
+    mtkahypar.check_options(**options)
+    return options
 
 
 def native_seed(seed: int) -> int:
@@ -62,4 +85,11 @@ def native_seed(seed: int) -> int:
     return int(seed) % (2**31 - 1) + 1
 
 
-__all__ = ["HYPERGRAPH_BACKENDS", "backend_settings", "check_backend", "get_backend", "native_seed"]
+__all__ = [
+    "HYPERGRAPH_BACKENDS",
+    "backend_options",
+    "backend_settings",
+    "check_backend",
+    "get_backend",
+    "native_seed",
+]

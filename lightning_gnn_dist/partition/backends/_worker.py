@@ -10,7 +10,9 @@ file into a ``RuntimeError``.
 Usage::
 
     python _worker.py kahypar   HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED CONFIG.ini
-    python _worker.py mtkahypar HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED
+    python _worker.py mtkahypar HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED PRESET THREADS
+
+``PRESET`` is a member of ``mtkahypar.PresetType`` (``DEFAULT``) or the path of an ``.ini`` file.
 
 ``HYPERGRAPH.npz`` holds ``net_offsets``, ``pins``, ``vertex_weights`` and optionally
 ``net_weights`` (int64, the fields of ``ColumnNetHypergraph``; unit net weights when absent); ``OUTPUT.npy`` receives the ``[num_vertices] int64`` assignment and is
@@ -38,9 +40,7 @@ if __name__ == "__main__" and sys.path and sys.path[0]:
 
 import numpy as np  # noqa: E402
 
-#: Threads of the Mt-KaHyPar child; with one thread its default preset is reproducible.
-MTKAHYPAR_THREADS = 1
-USAGE = "BACKEND HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED [CONFIG.ini]"
+USAGE = "BACKEND HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED [CONFIG.ini | PRESET THREADS]"
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -95,7 +95,9 @@ def _kahypar(arrays: dict, num_parts: int, epsilon: float, seed: int, config: Pa
     )
 
 
-def _mtkahypar(arrays: dict, num_parts: int, epsilon: float, seed: int) -> np.ndarray:
+def _mtkahypar(
+    arrays: dict, num_parts: int, epsilon: float, seed: int, preset: str, threads: int
+) -> np.ndarray:
     import mtkahypar
 
     offsets = arrays["net_offsets"].tolist()
@@ -103,8 +105,11 @@ def _mtkahypar(arrays: dict, num_parts: int, epsilon: float, seed: int) -> np.nd
     num_nets = len(offsets) - 1
     # The Python API takes nets as a list of lists (no array entry point in 1.x).
     nets = [flat_pins[offsets[j] : offsets[j + 1]] for j in range(num_nets)]
-    initializer = mtkahypar.initialize(MTKAHYPAR_THREADS)
-    context = initializer.context_from_preset(mtkahypar.PresetType.DEFAULT)
+    initializer = mtkahypar.initialize(threads)
+    if preset.endswith(".ini"):
+        context = initializer.context_from_file(preset)
+    else:
+        context = initializer.context_from_preset(getattr(mtkahypar.PresetType, preset))
     context.set_partitioning_parameters(num_parts, epsilon, mtkahypar.Objective.KM1)
     context.logging = False
     mtkahypar.set_seed(seed)
@@ -124,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     _die_with_parent()
     args = sys.argv[1:] if argv is None else argv
     backend = args[0] if args else None
-    expected = {"kahypar": 7, "mtkahypar": 6}
+    expected = {"kahypar": 7, "mtkahypar": 8}
     if backend not in expected or len(args) != expected[backend]:
         return _fail(f"expected arguments {USAGE} (got {args!r})")
     input_path, output_path = Path(args[1]), Path(args[2])
@@ -135,6 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     config = Path(args[6]) if backend == "kahypar" else None
     if config is not None and not config.is_file():
         return _fail(f"KaHyPar configuration file {str(config)!r} does not exist")
+    if backend == "mtkahypar":
+        preset = args[6]
+        if preset.endswith(".ini") and not Path(preset).is_file():
+            return _fail(f"Mt-KaHyPar configuration file {preset!r} does not exist")
+        try:
+            threads = int(args[7])
+        except ValueError as error:
+            return _fail(f"bad THREADS {args[7]!r}: {error}")
     try:
         with np.load(input_path) as stored:
             arrays = {k: stored[k] for k in ("net_offsets", "pins", "vertex_weights")}
@@ -146,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if config is not None:
         assignment = _kahypar(arrays, num_parts, epsilon, seed, config)
     else:
-        assignment = _mtkahypar(arrays, num_parts, epsilon, seed)
+        assignment = _mtkahypar(arrays, num_parts, epsilon, seed, preset, threads)
     partial = output_path.with_name(output_path.name + ".partial.npy")
     np.save(partial, assignment)
     os.replace(partial, output_path)

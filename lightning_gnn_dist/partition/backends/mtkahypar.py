@@ -1,21 +1,34 @@
-"""Mt-KaHyPar backend: default preset, one thread, one isolated child process per call.
+"""Mt-KaHyPar backend: our tuned configuration, one thread, one isolated child process per call.
 
-Each call runs Mt-KaHyPar's ``DEFAULT`` preset (km1 objective, ``mtkahypar.set_seed(seed)``) on one
-thread in a fresh Python process (``_worker.py`` through :func:`~._child.partition_in_child`).
-That is what makes it reproducible: in a fresh process the same input and seed gave the same
-assignment every time (R-MAT and mesh graphs, P = 16 and 64), while a second call inside one
-process returned a different partition; different seeds give different partitions. The child
-also keeps Mt-KaHyPar's thread pool and any crash out of the caller's process, and makes
-``timeout`` possible.
+Each call runs Mt-KaHyPar (km1 objective, ``mtkahypar.set_seed(seed)``) in a fresh Python process
+(``_worker.py`` through :func:`~._child.partition_in_child`). That is what makes it reproducible:
+in a fresh process the same input and seed gave the same assignment every time (R-MAT and mesh
+graphs, P = 16 and 64), while a second call inside one process returned a different partition;
+different seeds give different partitions. The child also keeps Mt-KaHyPar's thread pool and any
+crash out of the caller's process, and makes ``timeout`` possible.
 
-Why not the ``DETERMINISTIC`` preset on several threads: on this project's 2-core machines it was
-2.3–3.8x slower than the default preset on one thread (R-MAT with 1 M edges: 71 s vs 31 s at
-P = 16, 235 s vs 61 s at P = 64) and no better (connectivity−1 within 2 %), and it ignores
+Presets (``preset=``):
+
+* ``"tuned"`` (default): ``configs/mtkahypar_tuned.ini``, Mt-KaHyPar's default preset with six
+  settings changed (the file says which and why). On the 1 M-edge R-MAT graph at P = 64 it
+  partitions 2.4x faster than ``"default"`` at the same connectivity−1 (measured in
+  ``benchmarks/partition_quality.py``); its SHA-256 enters :func:`settings`, so editing it
+  invalidates stored partitions.
+* Mt-KaHyPar's own presets: ``"default"``, ``"quality"``, ``"highest_quality"``, ``"large_k"``,
+  ``"deterministic"``, ``"deterministic_quality"``.
+
+``threads`` (default 1): Mt-KaHyPar's threads. With one thread every preset above is reproducible
+for a given seed; with more, the non-deterministic presets (all but ``deterministic*``) may return
+a different partition on every call: opt in only when bit-for-bit reproducibility does not matter.
+On this project's 2-core machines the ``deterministic`` preset on several threads was 2.3–3.8x
+slower than the default preset on one thread and no better (within 2 %), and it ignores
 ``set_seed``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,24 +36,67 @@ import numpy as np
 
 from lightning_gnn_dist.partition.backends import native_seed
 from lightning_gnn_dist.partition.backends._child import partition_in_child, worker_command
-from lightning_gnn_dist.partition.backends._worker import MTKAHYPAR_THREADS
 
 if TYPE_CHECKING:
     from lightning_gnn_dist.partition.hypergraph import ColumnNetHypergraph
 
-PRESET = "default"
+TUNED_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "mtkahypar_tuned.ini"
+#: Preset name -> Mt-KaHyPar ``PresetType`` member, or our configuration file.
+PRESETS: dict[str, str | Path] = {
+    "tuned": TUNED_CONFIG,
+    "default": "DEFAULT",
+    "quality": "QUALITY",
+    "highest_quality": "HIGHEST_QUALITY",
+    "large_k": "LARGE_K",
+    "deterministic": "DETERMINISTIC",
+    "deterministic_quality": "DETERMINISTIC_QUALITY",
+}
+DEFAULT_PRESET = "tuned"
 
 
-def settings() -> dict[str, Any]:
-    return {"preset": PRESET, "threads": MTKAHYPAR_THREADS}
+def check_options(preset: str = DEFAULT_PRESET, threads: int = 1) -> None:
+    """Raise ``ValueError`` for an unknown ``preset`` or a ``threads`` count below 1."""
+    if preset not in PRESETS:
+        raise ValueError(
+            f"unknown Mt-KaHyPar preset {preset!r}; choose one of: {', '.join(PRESETS)}"
+        )
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(
+            f"threads must be a positive integer (got {threads!r}); 1 keeps the partition "
+            f"reproducible, up to {os.cpu_count()} use every core of this machine"
+        )
+
+
+def settings(preset: str = DEFAULT_PRESET, threads: int = 1) -> dict[str, Any]:
+    """The preset (and the SHA-256 of its file for ``"tuned"``) and the thread count."""
+    check_options(preset, threads)
+    values: dict[str, Any] = {"preset": preset, "threads": threads}
+    source = PRESETS[preset]
+    if isinstance(source, Path):
+        digest = hashlib.sha256(source.read_bytes()).hexdigest() if source.is_file() else "missing"
+        values["preset_sha256"] = digest[:16]
+    return values
 
 
 def _worker_command(
-    input_path: Path, output_path: Path, num_parts: int, epsilon: float, seed: int
+    input_path: Path,
+    output_path: Path,
+    num_parts: int,
+    epsilon: float,
+    seed: int,
+    preset: str = DEFAULT_PRESET,
+    threads: int = 1,
 ) -> list[str]:
     """The child's command line (a separate function so tests can substitute a failing child)."""
     return worker_command(
-        "mtkahypar", input_path, output_path, num_parts, repr(float(epsilon)), seed
+        "mtkahypar",
+        input_path,
+        output_path,
+        num_parts,
+        repr(float(epsilon)),
+        seed,
+        PRESETS[preset],
+        threads,
     )
 
 
@@ -51,31 +107,45 @@ def partition_hypergraph(
     seed: int,
     *,
     timeout: float | None = None,
+    preset: str = DEFAULT_PRESET,
+    threads: int = 1,
 ) -> np.ndarray:
     """Partition ``hg`` into ``num_parts`` parts minimising connectivity−1, in a child process.
 
     Args:
-        hg (ColumnNetHypergraph): the hypergraph; vertex weights are ``hg.vertex_weights``, every
-            net has weight 1.
+        hg (ColumnNetHypergraph): the hypergraph; vertex weights are ``hg.vertex_weights``, net
+            weights ``hg.net_weights`` (unit when ``None``).
         num_parts (int): number of parts, ``2 <= num_parts <= hg.num_vertices``.
         epsilon (float): allowed imbalance of part weights.
         seed (int): Mt-KaHyPar's seed (mapped by :func:`native_seed`).
         timeout (float, optional): seconds the child may run before it is killed; ``None``
             waits for it. (default: ``None``)
+        preset (str): a key of :data:`PRESETS`. (default: ``"tuned"``)
+        threads (int): Mt-KaHyPar's threads; above 1 the result may differ between calls.
+            (default: ``1``)
 
     Returns:
         ``[num_vertices] int64`` part ids in ``[0, num_parts)``; some parts may be empty when
         ``num_parts`` is close to the number of vertices.
 
     Raises:
-        RuntimeError: Mt-KaHyPar rejected the input, crashed, or ran past ``timeout``.
+        ValueError: unknown preset or bad thread count.
+        RuntimeError: Mt-KaHyPar rejected the input or the configuration, crashed, or ran past
+            ``timeout``.
     """
+    check_options(preset, threads)
     return partition_in_child(
         "Mt-KaHyPar",
         hg,
         lambda input_path, output_path: _worker_command(
-            input_path, output_path, int(num_parts), epsilon, native_seed(seed)
+            input_path,
+            output_path,
+            int(num_parts),
+            epsilon,
+            native_seed(seed),
+            preset,
+            threads,
         ),
         timeout,
-        "raise the timeout, or try backend='kahypar' or method='metis'",
+        "raise the timeout, or try preset='default', backend='kahypar' or method='metis'",
     )
