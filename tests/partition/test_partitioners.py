@@ -393,3 +393,23 @@ def test_left_out_nets_still_count_in_the_refinement_and_metrics() -> None:
     # The refinement's volumes are the whole hypergraph's, left-out nets included.
     assert report.total_volume_rows_after == metrics.total_volume_rows
     assert report.max_send_rows_after == metrics.send_rows.max()
+
+
+def test_tuned_preset_reads_its_configuration_only_for_heavy_tailed_nets(monkeypatch):
+    from lightning_gnn_dist.partition.backends import mtkahypar as backend
+
+    star = column_net_hypergraph(load_dataset("rmat?scale=10&edge_factor=8"))
+    sizes = star.net_sizes()
+    assert not backend.is_skewed(star)
+    # The 3 % largest nets hold most pins once they are made 40x larger than the rest.
+    hubs = sizes >= np.quantile(sizes, 0.97)
+    assert backend.is_skewed(star.keep_nets(hubs | (sizes <= 2)))
+    seen = []
+    monkeypatch.setattr(
+        backend, "_worker_command", lambda *args: seen.append(args[5]) or [sys.executable, "-c", ""]
+    )
+    for hg in (star, star.keep_nets(hubs | (sizes <= 2))):
+        with pytest.raises(RuntimeError, match="wrote no partition"):
+            backend.partition_hypergraph(hg, 4, 0.03, 0)
+    assert seen == ["tuned_plain", "tuned"]
+    assert backend.TUNED_CONFIG.is_file()

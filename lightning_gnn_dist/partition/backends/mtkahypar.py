@@ -9,10 +9,12 @@ crash out of the caller's process, and makes ``timeout`` possible.
 
 Presets (``preset=``):
 
-* ``"tuned"`` (default): ``configs/mtkahypar_tuned.ini``, Mt-KaHyPar's default preset with six
-  settings changed (the file says which and why). On the 1 M-edge R-MAT graph at P = 64 it
-  partitions 2.4x faster than ``"default"`` at the same connectivity−1 (measured in
-  ``benchmarks/partition_quality.py``); its SHA-256 enters :func:`settings`, so editing it
+* ``"tuned"`` (default): for hypergraphs with heavy-tailed net sizes (:func:`is_skewed`:
+  power-law graphs), ``configs/mtkahypar_tuned.ini``, Mt-KaHyPar's default preset with six
+  settings changed (the file says which and why): on the 1 M-edge R-MAT graph at P = 64 it
+  partitions 2.5x faster than ``"default"`` at the same connectivity−1
+  (``benchmarks/partition_speed.py``). Other hypergraphs (meshes, where those settings cost
+  2–4 %) get ``"default"``. The file's SHA-256 enters :func:`settings`, so editing it
   invalidates stored partitions.
 * Mt-KaHyPar's own presets: ``"default"``, ``"quality"``, ``"highest_quality"``, ``"large_k"``,
   ``"deterministic"``, ``"deterministic_quality"``.
@@ -41,6 +43,10 @@ if TYPE_CHECKING:
     from lightning_gnn_dist.partition.hypergraph import ColumnNetHypergraph
 
 TUNED_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "mtkahypar_tuned.ini"
+#: A hypergraph is skewed when nets of more than ``SKEW_SIZE_FACTOR`` times the mean net size
+#: hold at least ``SKEW_PIN_SHARE`` of the pins (R-MAT, 1 M edges: 38 %; meshes and SBM: 0 %).
+SKEW_SIZE_FACTOR = 10
+SKEW_PIN_SHARE = 0.25
 #: Preset name -> Mt-KaHyPar ``PresetType`` member, or our configuration file.
 PRESETS: dict[str, str | Path] = {
     "tuned": TUNED_CONFIG,
@@ -51,6 +57,9 @@ PRESETS: dict[str, str | Path] = {
     "deterministic": "DETERMINISTIC",
     "deterministic_quality": "DETERMINISTIC_QUALITY",
 }
+#: What the child reads for each preset; ``"tuned"`` on a hypergraph that is not skewed reads
+#: ``"tuned_plain"``.
+_SOURCES: dict[str, str | Path] = {**PRESETS, "tuned_plain": "DEFAULT"}
 DEFAULT_PRESET = "tuned"
 
 
@@ -65,6 +74,16 @@ def check_options(preset: str = DEFAULT_PRESET, threads: int = 1) -> None:
             f"threads must be a positive integer (got {threads!r}); 1 keeps the partition "
             f"reproducible, up to {os.cpu_count()} use every core of this machine"
         )
+
+
+def is_skewed(hg: ColumnNetHypergraph) -> bool:
+    """Whether nets of more than ``SKEW_SIZE_FACTOR`` x the mean size hold at least
+    ``SKEW_PIN_SHARE`` of the pins (the ``"tuned"`` preset then reads ``TUNED_CONFIG``)."""
+    sizes = np.diff(hg.net_offsets)
+    if not sizes.size or not hg.num_pins:
+        return False
+    large = sizes > SKEW_SIZE_FACTOR * sizes.mean()
+    return bool(sizes[large].sum() >= SKEW_PIN_SHARE * hg.num_pins)
 
 
 def settings(preset: str = DEFAULT_PRESET, threads: int = 1) -> dict[str, Any]:
@@ -95,7 +114,7 @@ def _worker_command(
         num_parts,
         repr(float(epsilon)),
         seed,
-        PRESETS[preset],
+        _SOURCES[preset],
         threads,
     )
 
@@ -134,6 +153,8 @@ def partition_hypergraph(
             ``timeout``.
     """
     check_options(preset, threads)
+    if preset == "tuned" and not is_skewed(hg):
+        preset = "tuned_plain"
     return partition_in_child(
         "Mt-KaHyPar",
         hg,
