@@ -7,7 +7,8 @@ this hypergraph is exactly the number of feature rows the halo exchange moves pe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from lightning_gnn_dist.data.graph import column_net_pins, row_nnz
 from lightning_gnn_dist.partition.backends import backend_settings, check_backend, get_backend
 from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
 from lightning_gnn_dist.partition.refine import RefineResult, refine_max_send_volume
+from lightning_gnn_dist.partition.weights import check_vertex_weight, vertex_weights
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,12 @@ class HypergraphPartitioner(Partitioner):
             (default: ``True``)
         volume_slack (float): fraction by which that refinement may increase the total volume.
             (default: ``0.05``)
+        vertex_weight (str): what every part balances, and the refinement with it: ``"nnz"``
+            (row non-zeros, paper 000), ``"rows"`` or ``"work"`` (non-zeros and per-row dense
+            work of a GCN of ``widths``, :mod:`~lightning_gnn_dist.partition.weights`).
+            (default: ``"nnz"``)
+        widths (Sequence[int], optional): GCN widths ``[d_0, ..., d_L]`` of ``"work"``; ``None``
+            reads ``(num_features, 16, num_classes)`` from the graph. (default: ``None``)
 
     After :meth:`partition`, :attr:`last_refinement` holds the refinement's
     :class:`~lightning_gnn_dist.partition.refine.RefineResult` (volumes before and after, moves),
@@ -102,9 +110,13 @@ class HypergraphPartitioner(Partitioner):
         timeout: float | None = None,
         balance_send_volume: bool = True,
         volume_slack: float = 0.05,
+        vertex_weight: str = "nnz",
+        widths: Sequence[int] | None = None,
     ) -> None:
         super().__init__(seed=seed, epsilon=epsilon)
         self.backend = check_backend(backend)
+        self.vertex_weight = check_vertex_weight(vertex_weight, multi_constraint=False)
+        self.widths = None if widths is None else [int(w) for w in widths]
         if not 0.0 <= volume_slack <= 10.0:
             raise ValueError(
                 f"volume_slack must be in [0, 10] (got {volume_slack!r}); 0.05 lets the "
@@ -125,6 +137,9 @@ class HypergraphPartitioner(Partitioner):
 
     def _partition(self, data: Data, num_parts: int) -> np.ndarray:
         hypergraph = column_net_hypergraph(data)
+        if self.vertex_weight != "nnz":  # the model's own weight is nnz
+            weights = vertex_weights(data, self.vertex_weight, self.widths)
+            hypergraph = replace(hypergraph, vertex_weights=weights)
         partition_hypergraph = get_backend(self.backend)
         # With the refinement on, km1 gets half the imbalance budget and the other half is room
         # for the refinement's moves: when the km1 partition fills every part but the busiest
@@ -156,6 +171,8 @@ class HypergraphPartitioner(Partitioner):
             **backend_settings(self.backend),
             "balance_send_volume": self.balance_send_volume,
             "volume_slack": self.volume_slack,
+            "vertex_weight": self.vertex_weight,
+            "widths": self.widths,
         }
 
 

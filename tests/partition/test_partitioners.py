@@ -140,6 +140,7 @@ def test_hypergraph_backend_validation() -> None:
 
 def test_hypergraph_settings() -> None:
     mt = get_partitioner("hypergraph", seed=3, epsilon=0.05).settings()
+    assert (mt.pop("vertex_weight"), mt.pop("widths")) == ("nnz", None)  # test_weights.py
     assert mt == {
         "method": "hypergraph",
         "seed": 3,
