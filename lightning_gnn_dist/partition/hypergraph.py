@@ -18,7 +18,12 @@ from lightning_gnn_dist.data.graph import column_net_pins, row_nnz
 from lightning_gnn_dist.partition.backends import backend_settings, check_backend, get_backend
 from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
 from lightning_gnn_dist.partition.refine import RefineResult, refine_max_send_volume
-from lightning_gnn_dist.partition.weights import check_vertex_weight, vertex_weights
+from lightning_gnn_dist.partition.weights import (
+    DEFAULT_VERTEX_WEIGHT,
+    check_vertex_weight,
+    vertex_weights,
+    weight_settings,
+)
 
 
 @dataclass(frozen=True)
@@ -64,10 +69,10 @@ class HypergraphPartitioner(Partitioner):
     r"""Hypergraph partitioning (HP) of the column-net model (paper 000 §4.3.2).
 
     Minimises the connectivity−1 metric :math:`\sum_j (\lambda(n_j) - 1)` of
-    :func:`column_net_hypergraph` with unit net weights and vertex weight ``nnz(Â[i, :])``; every
-    part weighs at most ``(1 + epsilon) * ceil(W / num_parts)`` (``W``: total weight, the bound both
-    tools enforce), so the assignment minimises the rows the halo exchange moves while balancing
-    the SpMM work. Connectivity−1 bounds only the *total*; by default a greedy refinement then
+    :func:`column_net_hypergraph` with unit net weights and the vertex weights ``vertex_weight``
+    names; every part weighs at most ``(1 + epsilon) * ceil(W / num_parts)`` (``W``: total
+    weight, the bound both tools enforce), so the assignment minimises the rows the halo
+    exchange moves while balancing the layer work. Connectivity−1 bounds only the *total*; by default a greedy refinement then
     lowers the busiest part's send volume (:func:`~lightning_gnn_dist.partition.refine.
     refine_max_send_volume`), letting the total grow by at most ``volume_slack``. The km1 step then
     balances to ``epsilon / 2`` and leaves the rest of the bound as room for the refinement.
@@ -84,10 +89,10 @@ class HypergraphPartitioner(Partitioner):
             (default: ``True``)
         volume_slack (float): fraction by which that refinement may increase the total volume.
             (default: ``0.05``)
-        vertex_weight (str): what every part balances, and the refinement with it: ``"nnz"``
-            (row non-zeros, paper 000), ``"rows"`` or ``"work"`` (non-zeros and per-row dense
-            work of a GCN of ``widths``, :mod:`~lightning_gnn_dist.partition.weights`).
-            (default: ``"nnz"``)
+        vertex_weight (str): what every part balances, and the refinement with it: ``"work"``
+            (row non-zeros and per-row dense work of a GCN of ``widths``, see
+            :mod:`~lightning_gnn_dist.partition.weights`), ``"nnz"`` (row non-zeros, paper 000)
+            or ``"rows"``. (default: ``"work"``, chosen by ``benchmarks/full_batch.py``)
         widths (Sequence[int], optional): GCN widths ``[d_0, ..., d_L]`` of ``"work"``; ``None``
             reads ``(num_features, 16, num_classes)`` from the graph. (default: ``None``)
 
@@ -110,7 +115,7 @@ class HypergraphPartitioner(Partitioner):
         timeout: float | None = None,
         balance_send_volume: bool = True,
         volume_slack: float = 0.05,
-        vertex_weight: str = "nnz",
+        vertex_weight: str = DEFAULT_VERTEX_WEIGHT,
         widths: Sequence[int] | None = None,
     ) -> None:
         super().__init__(seed=seed, epsilon=epsilon)
@@ -171,8 +176,7 @@ class HypergraphPartitioner(Partitioner):
             **backend_settings(self.backend),
             "balance_send_volume": self.balance_send_volume,
             "volume_slack": self.volume_slack,
-            "vertex_weight": self.vertex_weight,
-            "widths": self.widths,
+            **weight_settings(self.vertex_weight, self.widths),
         }
 
 

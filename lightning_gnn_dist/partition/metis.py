@@ -22,7 +22,12 @@ from torch_geometric.data import Data
 from lightning_gnn_dist.data.graph import symmetric_csr
 from lightning_gnn_dist.partition.backends import native_seed
 from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
-from lightning_gnn_dist.partition.weights import check_vertex_weight, vertex_weights
+from lightning_gnn_dist.partition.weights import (
+    DEFAULT_VERTEX_WEIGHT,
+    check_vertex_weight,
+    vertex_weights,
+    weight_settings,
+)
 
 MASK_KEYS: tuple[str, ...] = ("train_mask", "val_mask", "test_mask")
 
@@ -32,7 +37,8 @@ class MetisPartitioner(Partitioner):
     r"""METIS k-way partitioning of the undirected graph :math:`A + A^\top` (graph model).
 
     Every directed edge becomes an undirected edge of unit cost (self loops dropped), every
-    vertex weighs ``nnz(Â[i, :])``, and METIS minimises the edge cut with parts of at most
+    vertex weighs its ``vertex_weight`` (by default its layer work), and METIS minimises the
+    edge cut with parts of at most
     ``(1 + epsilon)`` times the average weight (METIS ``ufactor = round(1000 * epsilon)``). The
     edge cut over-estimates the communication volume that :class:`HypergraphPartitioner`
     minimises exactly (paper 000 §4.3.1).
@@ -57,8 +63,8 @@ class MetisPartitioner(Partitioner):
         epsilon (float): allowed load imbalance of every constraint. (default: ``0.03``)
         balance_masks (bool): also balance ``data.train_mask``, ``data.val_mask`` and
             ``data.test_mask`` counts (``ncon = 4``). (default: ``False``)
-        vertex_weight (str): ``"nnz"`` (paper 000), ``"rows"``, ``"work"`` or ``"nnz+rows"``.
-            (default: ``"nnz"``)
+        vertex_weight (str): ``"work"``, ``"nnz"`` (paper 000), ``"rows"`` or ``"nnz+rows"``.
+            (default: ``"work"``, chosen by ``benchmarks/full_batch.py``)
         widths (Sequence[int], optional): GCN widths of ``"work"``; ``None`` reads
             ``(num_features, 16, num_classes)`` from the graph. (default: ``None``)
     """
@@ -68,7 +74,7 @@ class MetisPartitioner(Partitioner):
         seed: int = 0,
         epsilon: float = 0.03,
         balance_masks: bool = False,
-        vertex_weight: str = "nnz",
+        vertex_weight: str = DEFAULT_VERTEX_WEIGHT,
         widths: Sequence[int] | None = None,
     ) -> None:
         super().__init__(seed=seed, epsilon=epsilon)
@@ -111,8 +117,7 @@ class MetisPartitioner(Partitioner):
         return {
             **super().settings(),
             "balance_masks": self.balance_masks,
-            "vertex_weight": self.vertex_weight,
-            "widths": self.widths,
+            **weight_settings(self.vertex_weight, self.widths),
         }
 
 

@@ -18,6 +18,7 @@ over all layers.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from torch_geometric.data import Data
@@ -26,6 +27,11 @@ from lightning_gnn_dist.data.graph import row_nnz
 
 #: The weights a partitioner can balance; ``"nnz+rows"`` is two constraints (METIS only).
 VERTEX_WEIGHTS: tuple[str, ...] = ("nnz", "rows", "work", "nnz+rows")
+#: The weight ``hypergraph`` and ``metis`` balance by default: ``"work"``. In
+#: ``benchmarks/full_batch.py`` (c) (R-MAT, 4 ranks) it cut the busiest rank's step CPU time to
+#: 0.93× random's for both methods (``"nnz"``: 1.23× for hypergraph, 1.05× for METIS, whose
+#: busiest parts own 2.4× and 1.6× the mean rows) and max/mean CPU time to 1.07-1.08.
+DEFAULT_VERTEX_WEIGHT = "work"
 #: Integer units of the ``"work"`` weight per non-zero: the per-row work is rounded to 1/16 of
 #: one non-zero's aggregation (1.5% of a row's weight on the benchmark's widths).
 RESOLUTION = 16
@@ -35,31 +41,51 @@ DEFAULT_HIDDEN = 16
 
 
 def reference_costs():
-    """The :class:`~lightning_gnn_dist.costmodel.ComputeCosts` behind the ``"work"`` weight:
-    ``costmodel.calibrate([64, 16, 8])`` on the 2-core development machine (seconds per non-zero
-    per column 1.12e-8, per row per multiply-add 1.27e-10, per row per output column 1.52e-8).
-    Only their ratios matter. Fixed, so that equal graphs and settings give equal partitions."""
+    """The :class:`~lightning_gnn_dist.costmodel.ComputeCosts` behind the ``"work"`` weight.
+
+    Fitted to the training step itself: a least-squares fit of the CPU seconds of each rank's
+    training step in ``benchmarks/full_batch.py`` section (c) (R-MAT, 131,072 vertices, GCN
+    64 → 16 → 8, six partitions × four ranks × two runs on the 2-core development machine) as
+    ``a · nnz_p + b · rows_p + c`` gives ``a = 2.7e-7`` s per non-zero and ``b = 1.08e-6`` s per
+    row (residual 4 ms of about 110 ms): a row costs as much as 4 non-zeros. ``a`` is what
+    ``costmodel.calibrate`` measures for the aggregation (``1.12e-8`` s per non-zero and column,
+    kept here); ``b`` is 2× what the isolated ``Linear`` and bias/ReLU/dropout take, because the
+    step also does per-row work those leave out (the ``[owned | halo]`` concatenation, the loss,
+    autograd's bookkeeping); the difference is put in ``elementwise_seconds`` (per row and
+    output column) next to ``calibrate``'s dense cost. Only the ratios matter. Fixed, so that
+    equal graphs and settings give equal partitions on every machine."""
     from lightning_gnn_dist.costmodel import ComputeCosts
 
     return ComputeCosts(
-        aggregate_seconds=1.12e-8, dense_seconds=1.27e-10, elementwise_seconds=1.52e-8
+        aggregate_seconds=1.12e-8, dense_seconds=1.27e-10, elementwise_seconds=3.9e-8
     )
+
+
+def weight_settings(kind: str, widths: Sequence[int] | None) -> dict[str, Any]:
+    """The ``settings()`` entries of a partitioner's weight: ``vertex_weight``, ``widths`` and,
+    for ``"work"``, ``work_costs`` (the reference costs, so that stores made with other costs
+    are told apart)."""
+    settings: dict[str, Any] = {"vertex_weight": kind, "widths": widths}
+    if kind == "work":
+        costs = reference_costs()
+        settings["work_costs"] = [
+            costs.aggregate_seconds,
+            costs.dense_seconds,
+            costs.elementwise_seconds,
+            RESOLUTION,
+        ]
+    return settings
 
 
 def default_widths(data: Data) -> tuple[int, ...]:
     """``(num_features, 16, num_classes)`` of ``data``: the GCN ``NodeClassifier`` builds by
-    default.
-
-    Raises:
-        ValueError: ``data`` has no features ``x`` or labels ``y`` to read the widths from.
-    """
+    default. A graph without features ``x`` (or labels ``y``) counts ``16`` for them: its
+    partition is made before its model is known, and at equal widths a row weighs about as much
+    as 4 non-zeros either way."""
     x, y = getattr(data, "x", None), getattr(data, "y", None)
-    if x is None or y is None or y.numel() == 0:
-        raise ValueError(
-            "vertex_weight='work' reads the GCN widths from data.x and data.y, which this graph "
-            "lacks; pass widths=(d_in, hidden, ..., num_classes), e.g. widths=(64, 16, 8)"
-        )
-    return (int(x.size(1)), DEFAULT_HIDDEN, int(y.max()) + 1)
+    d_in = int(x.size(1)) if x is not None and x.dim() == 2 else DEFAULT_HIDDEN
+    classes = int(y.max()) + 1 if y is not None and y.numel() else DEFAULT_HIDDEN
+    return (d_in, DEFAULT_HIDDEN, classes)
 
 
 def check_vertex_weight(kind: str, multi_constraint: bool = True) -> str:
@@ -102,8 +128,7 @@ def vertex_weights(
         ``"nnz+rows"``.
 
     Raises:
-        ValueError: unknown ``kind``, bad ``widths``, or ``"work"`` without widths on a graph
-            without features and labels.
+        ValueError: unknown ``kind`` or bad ``widths``.
     """
     check_vertex_weight(kind)
     num_nodes = data.num_nodes
