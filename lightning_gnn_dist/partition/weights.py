@@ -10,20 +10,24 @@ every layer. The ``"work"`` weight is the cost model's per-rank compute
     work_i = Σ_k  nnz_i · w_k · aggregate_seconds
                 + d_in_k · d_out_k · dense_seconds + d_out_k · elementwise_seconds
 
-with fixed reference costs (:data:`REFERENCE_COSTS`, so an assignment never depends on the
+with fixed reference costs (:func:`reference_costs`, so an assignment never depends on the
 machine that made it), in integer units of ``1 / RESOLUTION`` of one non-zero's aggregation
-over all layers.
+over all layers (fewer when the total would pass ``2**31 − 1``: the partitioners' weights are
+32-bit).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.graph import row_nnz
+
+if TYPE_CHECKING:  # costmodel imports partition.metrics: imported lazily below
+    from lightning_gnn_dist.costmodel import ComputeCosts
 
 #: The weights a partitioner can balance; ``"nnz+rows"`` is two constraints (METIS only).
 VERTEX_WEIGHTS: tuple[str, ...] = ("nnz", "rows", "work", "nnz+rows")
@@ -33,23 +37,25 @@ VERTEX_WEIGHTS: tuple[str, ...] = ("nnz", "rows", "work", "nnz+rows")
 #: busiest parts own 2.4× and 1.6× the mean rows) and max/mean CPU time to 1.07-1.08.
 DEFAULT_VERTEX_WEIGHT = "work"
 #: Integer units of the ``"work"`` weight per non-zero: the per-row work is rounded to 1/16 of
-#: one non-zero's aggregation (1.5% of a row's weight on the benchmark's widths).
+#: one non-zero's aggregation (1.6% of a row's weight on the benchmark's widths).
 RESOLUTION = 16
+#: Largest total weight the partitioners take (32-bit weights in Mt-KaHyPar and KaHyPar).
+MAX_TOTAL_WEIGHT = 2**31 - 1
 #: Hidden width of the GCN the ``"work"`` weight assumes when ``widths`` is not given
 #: (``NodeClassifier``'s default: two layers, 16 hidden channels).
 DEFAULT_HIDDEN = 16
 
 
-def reference_costs():
+def reference_costs() -> ComputeCosts:
     """The :class:`~lightning_gnn_dist.costmodel.ComputeCosts` behind the ``"work"`` weight.
 
     Fitted to the training step itself: a least-squares fit of the CPU seconds of each rank's
     training step in ``benchmarks/full_batch.py`` section (c) (R-MAT, 131,072 vertices, GCN
     64 → 16 → 8, six partitions × four ranks × two runs on the 2-core development machine) as
-    ``a · nnz_p + b · rows_p + c`` gives ``a = 2.7e-7`` s per non-zero and ``b = 1.08e-6`` s per
-    row (residual 4 ms of about 110 ms): a row costs as much as 4 non-zeros. ``a`` is what
-    ``costmodel.calibrate`` measures for the aggregation (``1.12e-8`` s per non-zero and column,
-    kept here); ``b`` is 2× what the isolated ``Linear`` and bias/ReLU/dropout take, because the
+    ``a · nnz_p + b · rows_p + c`` gives ``a = 2.9e-7`` s per non-zero and ``b = 1.12e-6`` s per
+    row (residual 4.5 ms of 112 ms on average): a row costs as much as 3.9 non-zeros. ``a`` is
+    within 6% of what ``costmodel.calibrate`` measures for the aggregation (``1.12e-8`` s per
+    non-zero and column, kept here); ``b`` is 2× what the isolated ``Linear`` and bias/ReLU/dropout take, because the
     step also does per-row work those leave out (the ``[owned | halo]`` concatenation, the loss,
     autograd's bookkeeping); the difference is put in ``elementwise_seconds`` (per row and
     output column) next to ``calibrate``'s dense cost. Only the ratios matter. Fixed, so that
@@ -110,7 +116,7 @@ def check_vertex_weight(kind: str, multi_constraint: bool = True) -> str:
 
 def vertex_weights(
     data: Data,
-    kind: str = "nnz",
+    kind: str = DEFAULT_VERTEX_WEIGHT,
     widths: Sequence[int] | None = None,
 ) -> np.ndarray:
     """The weight of every vertex of ``data`` under ``kind``.
@@ -149,4 +155,7 @@ def vertex_weights(
         layer.d_in * layer.d_out * costs.dense_seconds + layer.d_out * costs.elementwise_seconds
         for layer in layers
     )
-    return RESOLUTION * nnz + int(round(RESOLUTION * per_row / per_nnz))
+    row_in_nnz = per_row / per_nnz  # a row's work in non-zeros
+    total = float(nnz.sum()) + num_nodes * row_in_nnz
+    resolution = max(1, min(RESOLUTION, int(MAX_TOTAL_WEIGHT // max(total, 1.0))))
+    return resolution * nnz + int(round(resolution * row_in_nnz))

@@ -202,3 +202,19 @@ def test_datamodule_forwards_partition_options(tmp_path):
     assert dm.partitioner.settings()["vertex_weight"] == "nnz+rows"
     with pytest.raises(ValueError, match="no option 'vertex_wight'"):
         GraphPartitionDataModule(RMAT, method="metis", partition_options={"vertex_wight": "rows"})
+
+
+def test_work_weight_keeps_the_total_within_32_bits(monkeypatch):
+    """Large graphs get fewer units per non-zero so that the total weight fits the tools."""
+    from lightning_gnn_dist.partition import weights
+
+    data = random_graph(60, 400, seed=1, features=8, classes=3)
+    full, nnz = vertex_weights(data, "work"), vertex_weights(data, "nnz")
+    limit = int(full.sum()) // 4
+    monkeypatch.setattr(weights, "MAX_TOTAL_WEIGHT", limit)
+    reduced = vertex_weights(data, "work")
+    assert reduced.sum() <= limit
+    i, j = np.argmax(nnz), np.argmin(nnz)
+    units = (reduced[i] - reduced[j]) // (nnz[i] - nnz[j])  # per non-zero
+    assert 1 <= units < RESOLUTION
+    assert np.unique(reduced - units * nnz).size == 1  # still non-zeros plus a row constant
