@@ -314,6 +314,12 @@ def worker(args: argparse.Namespace) -> None:
     rank = trainer.global_rank
     report = {"rank": rank, "world_size": trainer.world_size, **rss_report()}
     (out / f"rank{rank}.json").write_text(json.dumps(report))
+    # The launcher ends every rank when rank 0 exits: wait for the others' reports first.
+    deadline = time.monotonic() + 120
+    while rank == 0 and len(list(out.glob("rank*.json"))) < trainer.world_size:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     exit_now()
 
 
