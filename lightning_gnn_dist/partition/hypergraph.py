@@ -21,6 +21,7 @@ from lightning_gnn_dist.partition.refine import RefineResult, refine_max_send_vo
 from lightning_gnn_dist.partition.weights import (
     DEFAULT_VERTEX_WEIGHT,
     check_vertex_weight,
+    check_widths,
     vertex_weights,
     weight_settings,
 )
@@ -72,9 +73,10 @@ class HypergraphPartitioner(Partitioner):
     :func:`column_net_hypergraph` with unit net weights and the vertex weights ``vertex_weight``
     names; every part weighs at most ``(1 + epsilon) * ceil(W / num_parts)`` (``W``: total
     weight, the bound both tools enforce), so the assignment minimises the rows the halo
-    exchange moves while balancing the layer work. Connectivity−1 bounds only the *total*; by default a greedy refinement then
-    lowers the busiest part's send volume (:func:`~lightning_gnn_dist.partition.refine.
-    refine_max_send_volume`), letting the total grow by at most ``volume_slack``. The km1 step then
+    exchange moves while balancing the layer work. Connectivity−1 bounds only the *total*; by
+    default a greedy refinement then lowers the busiest part's send volume
+    (:func:`~lightning_gnn_dist.partition.refine.refine_max_send_volume`, on the same weights
+    and bound), letting the total grow by at most ``volume_slack``. The km1 step then
     balances to ``epsilon / 2`` and leaves the rest of the bound as room for the refinement.
 
     Args:
@@ -121,7 +123,7 @@ class HypergraphPartitioner(Partitioner):
         super().__init__(seed=seed, epsilon=epsilon)
         self.backend = check_backend(backend)
         self.vertex_weight = check_vertex_weight(vertex_weight, multi_constraint=False)
-        self.widths = None if widths is None else [int(w) for w in widths]
+        self.widths = check_widths(widths)
         if not 0.0 <= volume_slack <= 10.0:
             raise ValueError(
                 f"volume_slack must be in [0, 10] (got {volume_slack!r}); 0.05 lets the "

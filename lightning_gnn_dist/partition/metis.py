@@ -25,6 +25,7 @@ from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
 from lightning_gnn_dist.partition.weights import (
     DEFAULT_VERTEX_WEIGHT,
     check_vertex_weight,
+    check_widths,
     vertex_weights,
     weight_settings,
 )
@@ -80,7 +81,7 @@ class MetisPartitioner(Partitioner):
         super().__init__(seed=seed, epsilon=epsilon)
         self.balance_masks = bool(balance_masks)
         self.vertex_weight = check_vertex_weight(vertex_weight)
-        self.widths = None if widths is None else [int(w) for w in widths]
+        self.widths = check_widths(widths)
 
     @property
     def ufactor(self) -> int:

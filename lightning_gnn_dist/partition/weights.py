@@ -95,6 +95,20 @@ def default_widths(data: Data) -> tuple[int, ...]:
     return (d_in, DEFAULT_HIDDEN, classes)
 
 
+def check_widths(widths: Sequence[int] | None) -> list[int] | None:
+    """``widths`` as a list of ints (``None`` stays ``None``: read from the graph).
+
+    Raises:
+        ValueError: fewer than two widths, or a width below 1.
+    """
+    if widths is None:
+        return None
+    from lightning_gnn_dist.costmodel import gcn_layers
+
+    gcn_layers(widths)
+    return [int(w) for w in widths]
+
+
 def check_vertex_weight(kind: str, multi_constraint: bool = True) -> str:
     """Return ``kind`` if it names a weight in :data:`VERTEX_WEIGHTS` that the partitioner can
     balance (``multi_constraint=False``: one constraint only).
