@@ -2,6 +2,7 @@
 
     python benchmarks/full_batch.py            # full configuration (< 12 min on 2 cores)
     python benchmarks/full_batch.py --quick    # smoke configuration (< 1 min)
+    python benchmarks/full_batch.py --section c    # rerun (c) only, keep the other sections
 
 Writes ``benchmarks/results/full_batch.json`` and ``benchmarks/results/full_batch.md``. Every
 figure is a ratio against a baseline measured in the same invocation, and every time is a median
@@ -12,8 +13,11 @@ over epochs after one warm-up epoch per fit. Sections:
 (b) ``p2p`` against ``broadcast`` halo exchange at 2 and 4 ranks (hypergraph partition): bytes
     per epoch (measured by ``CommunicationMonitor`` and predicted from the partition) and epoch
     time;
-(c) hypergraph, metis and random partitions at 4 ranks: epoch time and bytes, normalised to
-    random;
+(c) hypergraph, metis and random partitions at 4 ranks, each balanced by the vertex weights
+    of ``lightning_gnn_dist.partition.weights`` (``nnz``, ``work``, ``nnz+rows``): epoch time
+    and bytes normalised to random and to METIS, and per rank the owned rows and non-zeros, the
+    compute and exchange-wait seconds (``CommunicationMonitor``), the CPU seconds of the training
+    step, and the cost model's prediction;
 (d) peak RSS per rank at 2 and 4 ranks against one process training on the whole graph, each in
     fresh interpreters (this script in ``--worker`` mode; multi-rank runs through Lightning's
     subprocess launcher).
@@ -63,6 +67,7 @@ from torch_geometric.nn import GCNConv
 import lightning_gnn_dist
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
 from lightning_gnn_dist.callbacks import CommunicationMonitor
+from lightning_gnn_dist.costmodel import calibrate, predict_epoch
 from lightning_gnn_dist.data import load_dataset
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.store import PartitionStore, partition_to_store
@@ -81,6 +86,16 @@ RESULTS = REPO / "benchmarks" / "results"
 SEED, EPSILON = 0, 0.03
 HIDDEN, LR, WEIGHT_DECAY, DROPOUT = 16, 0.01, 5e-4, 0.5
 
+#: Section (c): ``method`` or ``method:vertex_weight`` (the partitioner's ``vertex_weight=``).
+SECTION_C_METHODS = [
+    "hypergraph:nnz",
+    "hypergraph:work",
+    "metis:nnz",
+    "metis:work",
+    "metis:nnz+rows",
+    "random",
+]
+
 CONFIGS = {
     "full": {
         # 131,072 vertices, 1,239,664 directed edges after canonicalisation (edge_factor=8 gives
@@ -90,7 +105,7 @@ CONFIGS = {
         "repeats": 3,  # fits per configuration, interleaved (A B B A A B)
         "memory_epochs": 3,
         "world_sizes": [2, 4],
-        "methods": ["hypergraph", "metis", "random"],
+        "methods": SECTION_C_METHODS,
         "methods_world_size": 4,
         "memory_world_sizes": [2, 4],
         "memory_parallel": False,
@@ -101,7 +116,7 @@ CONFIGS = {
         "repeats": 1,
         "memory_epochs": 2,
         "world_sizes": [2, 4],
-        "methods": ["hypergraph", "metis", "random"],
+        "methods": SECTION_C_METHODS,
         "methods_world_size": 4,
         "memory_world_sizes": [2],
         "memory_parallel": True,  # keeps the smoke run under a minute
@@ -126,6 +141,35 @@ class PrebuiltPartitionDataModule(GraphPartitionDataModule):
             super().prepare_data()
 
 
+def split_variant(name: str) -> tuple[str, dict]:
+    """``"metis:nnz+rows"`` → ``("metis", {"vertex_weight": "nnz+rows"})``."""
+    method, _, weight = name.partition(":")
+    return method, ({"vertex_weight": weight} if weight else {})
+
+
+class StepCPUTimer(pl.Callback):
+    """Every rank: CPU seconds of its process during each training step (``process_time``).
+    Unlike wall time it does not count the time the rank waits for a core, so it shows each
+    rank's work even when 4 ranks time-share 2 cores; waiting in gloo blocks (no CPU). Each rank
+    writes ``path.rank<r>.json`` at the end of training."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.seconds = Path(path), []
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self.seconds.append(0.0)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._start = time.process_time()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.seconds[-1] += time.process_time() - self._start
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        path = self.path.with_suffix(f".rank{trainer.global_rank}.json")
+        path.write_text(json.dumps(self.seconds))
+
+
 class EpochTimer(pl.Callback):
     """Rank 0: wall time of each training epoch; at the end of training writes the times and the
     communication monitor's rows to ``path``. It goes first in the callback list, so the
@@ -143,7 +187,13 @@ class EpochTimer(pl.Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         if trainer.is_global_zero:
             rows = self.monitor.history if self.monitor is not None else []
-            self.path.write_text(json.dumps({"epoch_seconds": self.seconds, "traffic": rows}))
+            ranks = [
+                {k: r[k].tolist() for k in ("compute_seconds", "wait_seconds")}
+                for r in (self.monitor.rank_history if self.monitor is not None else [])
+            ]
+            self.path.write_text(
+                json.dumps({"epoch_seconds": self.seconds, "traffic": rows, "ranks": ranks})
+            )
 
 
 def make_module(num_features: int, num_classes: int) -> NodeClassifier:
@@ -264,6 +314,12 @@ def worker(args: argparse.Namespace) -> None:
     rank = trainer.global_rank
     report = {"rank": rank, "world_size": trainer.world_size, **rss_report()}
     (out / f"rank{rank}.json").write_text(json.dumps(report))
+    # The launcher ends every rank when rank 0 exits: wait for the others' reports first.
+    deadline = time.monotonic() + 120
+    while rank == 0 and len(list(out.glob("rank*.json"))) < trainer.world_size:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     exit_now()
 
 
@@ -284,26 +340,32 @@ def interleaved(keys: list, repeats: int) -> list:
     return order
 
 
-def store_path(cfg: dict, root: Path, method: str, parts: int) -> Path:
-    dm = GraphPartitionDataModule(cfg["dataset"], method=method, num_parts=parts, root=str(root))
+def store_path(cfg: dict, root: Path, name: str, parts: int) -> Path:
+    method, options = split_variant(name)
+    dm = GraphPartitionDataModule(
+        cfg["dataset"], method=method, num_parts=parts, root=str(root), partition_options=options
+    )
     return dm.store_path
 
 
-def build_stores(cfg: dict, data, root: Path) -> dict:
+def build_stores(cfg: dict, data, root: Path, sections: str = "abcd") -> dict:
     """Partition (or reuse the cached store) for every (method, parts) the run needs."""
-    needed = {("random", 1)} | {("hypergraph", p) for p in cfg["world_sizes"]}
-    needed |= {("hypergraph", p) for p in cfg["memory_world_sizes"]}
-    needed |= {(m, cfg["methods_world_size"]) for m in cfg["methods"]}
+    needed = {(m, cfg["methods_world_size"]) for m in cfg["methods"]}
+    if sections != "c":
+        needed |= {("random", 1)} | {("hypergraph", p) for p in cfg["world_sizes"]}
+        needed |= {("hypergraph", p) for p in cfg["memory_world_sizes"]}
     info = {}
     for method, parts in sorted(needed, key=lambda mp: (mp[1], mp[0])):
         path = store_path(cfg, root, method, parts)
         cached = path.exists()
         start = time.perf_counter()
-        partitioner = get_partitioner(method, seed=SEED, epsilon=EPSILON)
+        base, options = split_variant(method)
+        partitioner = get_partitioner(base, seed=SEED, epsilon=EPSILON, **options)
         store = partition_to_store(data, partitioner, parts, path, dataset=cfg["dataset"])
         metrics = store.metrics
         info[f"{method}-p{parts}"] = {
             "method": method,
+            "settings": store.meta["settings"],
             "num_parts": parts,
             "store": str(path),
             "cached": cached,
@@ -312,6 +374,7 @@ def build_stores(cfg: dict, data, root: Path) -> dict:
             "total_volume_rows": metrics.total_volume_rows,
             "max_send_rows": int(metrics.send_rows.max()),
             "imbalance": metrics.imbalance,
+            "rows_imbalance": metrics.rows_imbalance,
             "edge_cut": int(metrics.edge_cut),
             "part_sizes": metrics.part_sizes.tolist(),
             "part_nnz": metrics.part_nnz.tolist(),
@@ -342,17 +405,20 @@ def predicted_bytes(metrics, exchange: str, widths: list[int]) -> int:
 def fork_fit(cfg: dict, root: Path, key: tuple, workdir: Path) -> dict:
     """One ``gnn_ddp_fork`` fit of ``key = (method, world_size, exchange)``; rank 0 writes epoch
     times and the monitor's rows to a file."""
-    method, world, exchange = key
+    name, world, exchange = key
+    method, options = split_variant(name)
     environ = dict(os.environ)
-    store = PartitionStore.open(store_path(cfg, root, method, world))
+    store = PartitionStore.open(store_path(cfg, root, name, world))
     module = make_module(int(store.meta["num_features"]), int(store.meta["num_classes"]))
     datamodule = PrebuiltPartitionDataModule(
-        cfg["dataset"], method=method, num_parts=world, root=str(root)
+        cfg["dataset"], method=method, num_parts=world, root=str(root), partition_options=options
     )
-    out = workdir / f"fit-{method}-{world}-{exchange}-{time.monotonic_ns()}.json"
+    slug = name.replace(":", "-").replace("+", "-")
+    out = workdir / f"fit-{slug}-{world}-{exchange}-{time.monotonic_ns()}.json"
     monitor = CommunicationMonitor()
     strategy = GNNStrategy(exchange=exchange, start_method="fork", timeout=600)
-    trainer = make_trainer(strategy, world, cfg["epochs"], [EpochTimer(out, monitor), monitor])
+    callbacks = [EpochTimer(out, monitor), monitor, StepCPUTimer(out)]
+    trainer = make_trainer(strategy, world, cfg["epochs"], callbacks)
     start = time.perf_counter()
     try:
         trainer.fit(module, datamodule=datamodule)
@@ -361,6 +427,9 @@ def fork_fit(cfg: dict, root: Path, key: tuple, workdir: Path) -> dict:
         os.environ.update(environ)
     result = json.loads(out.read_text())
     result["fit_wall_seconds"] = time.perf_counter() - start
+    result["cpu_seconds"] = [  # [rank][epoch]
+        json.loads(out.with_suffix(f".rank{r}.json").read_text()) for r in range(world)
+    ]
     return result
 
 
@@ -385,9 +454,21 @@ def run_fits(cfg, root, workdir, widths, keys: list[tuple], label: str) -> dict[
         if sorted(epochs) != list(range(cfg["epochs"])):
             raise RuntimeError(f"{key}: monitor rows for epochs {sorted(epochs)}")
         run = pooled.setdefault(
-            key, {"epoch_seconds": [], "repeat_epoch_seconds": [], "wait_seconds": [], "fits": []}
+            key,
+            {
+                "epoch_seconds": [],
+                "repeat_epoch_seconds": [],
+                "wait_seconds": [],
+                "fits": [],
+                "rank_compute_seconds": [],  # [epoch][rank], pooled over fits
+                "rank_wait_seconds": [],
+                "rank_cpu_seconds": [],
+            },
         )
         run["epoch_seconds"] += fit["epoch_seconds"][1:]  # drop the warm-up epoch
+        run["rank_compute_seconds"] += [r["compute_seconds"] for r in fit["ranks"][1:]]
+        run["rank_wait_seconds"] += [r["wait_seconds"] for r in fit["ranks"][1:]]
+        run["rank_cpu_seconds"] += [list(e) for e in zip(*fit["cpu_seconds"], strict=True)][1:]
         run["repeat_epoch_seconds"].append(fit["epoch_seconds"][1:])
         run["wait_seconds"] += [epochs[e]["wait"] for e in sorted(epochs)[1:]]
         run["fits"].append(
@@ -410,8 +491,13 @@ def run_fits(cfg, root, workdir, widths, keys: list[tuple], label: str) -> dict[
         measured, monitor_predicted = seen.pop()
         metrics = PartitionStore.open(store_path(cfg, root, method, world)).metrics
         predicted = predicted_bytes(metrics, exchange, widths)
+        per_rank = {
+            f"{k}_ms": [1000.0 * statistics.median(col) for col in zip(*run[k], strict=True)]
+            for k in ("rank_compute_seconds", "rank_wait_seconds", "rank_cpu_seconds")
+        }
         run.update(
             {
+                **per_rank,
                 "method": method,
                 "world_size": world,
                 "exchange": exchange,
@@ -485,22 +571,61 @@ def section_b(cfg, root, workdir, widths) -> list[dict]:
     return rows
 
 
-def section_c(cfg, root, workdir, widths) -> list[dict]:
+def max_over_mean(values: list[float]) -> float:
+    return max(values) / statistics.mean(values)
+
+
+def section_c(cfg, root, workdir, widths, dims: list[int]) -> list[dict]:
+    """Every partition of ``cfg["methods"]`` at ``methods_world_size`` ranks, with ratios to
+    random and to METIS (``metis:nnz``), per-rank timings, and the cost model's prediction
+    (compute calibrated in this invocation, loopback network, the machine's cores)."""
     world = cfg["methods_world_size"]
     keys = [(method, world, "p2p") for method in cfg["methods"]]
     runs = run_fits(cfg, root, workdir, widths, keys, "c")
-    ref = runs[("random", world, "p2p")]
-    return [
-        {
+    costs = calibrate(dims)
+    predicted = {
+        key: predict_epoch(
+            PartitionStore.open(store_path(cfg, root, key[0], world)).metrics,
+            dims,
+            costs,
+            network="loopback",
+            cores=os.cpu_count(),
+        )
+        for key in keys
+    }
+    ref, gp = runs[("random", world, "p2p")], runs.get(("metis:nnz", world, "p2p"))
+    ref_pred = predicted[("random", world, "p2p")]
+    rows = []
+    for key, run in runs.items():
+        estimate = predicted[key]
+        row = {
             **run,
+            "vertex_weight": split_variant(key[0])[1].get("vertex_weight", "–"),
             "time_ratio_over_random": run["epoch_ms"] / ref["epoch_ms"],
             "time_ratio_over_random_per_repeat": repeat_ratios(
                 run["repeat_epoch_seconds"], ref["repeat_epoch_seconds"]
             ),
             "bytes_ratio_over_random": run["bytes_measured"] / ref["bytes_measured"],
+            "compute_max_over_mean": max_over_mean(run["rank_compute_seconds_ms"]),
+            "cpu_max_over_mean": max_over_mean(run["rank_cpu_seconds_ms"]),
+            "predicted_epoch_ms": 1000.0 * estimate.epoch_seconds,
+            "predicted_compute_ms": (1000.0 * estimate.compute_seconds).tolist(),
+            "predicted_compute_max_over_mean": max_over_mean(estimate.compute_seconds.tolist()),
+            "predicted_ratio_over_random": estimate.epoch_seconds / ref_pred.epoch_seconds,
         }
-        for run in runs.values()
-    ]
+        if gp is not None:
+            row["time_ratio_over_metis"] = run["epoch_ms"] / gp["epoch_ms"]
+            row["time_ratio_over_metis_per_repeat"] = repeat_ratios(
+                run["repeat_epoch_seconds"], gp["repeat_epoch_seconds"]
+            )
+            row["cpu_max_ratio_over_metis"] = max(run["rank_cpu_seconds_ms"]) / max(
+                gp["rank_cpu_seconds_ms"]
+            )
+        row["cpu_max_ratio_over_random"] = max(run["rank_cpu_seconds_ms"]) / max(
+            ref["rank_cpu_seconds_ms"]
+        )
+        rows.append(row)
+    return rows
 
 
 # ------------------------------------------------------------------------------------------
@@ -664,9 +789,95 @@ def _all_match(report: dict) -> bool:
     return all(run["bytes_match"] for run in runs)
 
 
+def _ms_list(values: list[float]) -> str:
+    return ", ".join(f"{v:.0f}" for v in values)
+
+
+def section_c_markdown(report: dict, world: int) -> list[str]:
+    c = report["c"]
+    rerun = report.get("c_rerun")
+    lines = [
+        "",
+        f"## (c) partitioners and vertex weights at {world} ranks (p2p exchange)",
+        "",
+    ]
+    if rerun:
+        lines += [
+            f"Section (c) was rerun alone by `{rerun['command']}` on {rerun['date']} (1-minute "
+            f"load average {rerun['load_average']['start'][0]:.1f} at its start, "
+            f"{rerun['load_average']['end'][0]:.1f} at its end); the other sections are from "
+            "the run named at the top.",
+            "",
+        ]
+    lines += [
+        "`method:weight` is the partitioner with `vertex_weight=weight` "
+        "(`lightning_gnn_dist.partition.weights`): `nnz` the row non-zeros of Â (paper 000), "
+        "`work` the cost model's per-vertex layer work for this model's widths, `nnz+rows` "
+        "non-zeros and rows as two METIS constraints. Time ratios: pooled medians, in "
+        "parentheses the range over repeat blocks.",
+        "",
+        "| method | volume (rows/exchange) | nnz imb. | rows imb. | owned vertices per rank | "
+        "bytes / random | epoch time (ms) | time / random | time / METIS | exchange wait (ms) "
+        "| partitioning (s, not in epoch) |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in c:
+        part = report["partitions"][f"{r['method']}-p{r['world_size']}"]
+        sizes = ", ".join(f"{s:,}" for s in part["part_sizes"])
+        over_metis = (
+            ratio_cell(r["time_ratio_over_metis"], r["time_ratio_over_metis_per_repeat"])
+            if "time_ratio_over_metis" in r
+            else "–"
+        )
+        lines.append(
+            f"| {r['method']} | {part['total_volume_rows']:,} | {part['imbalance']:.3f} "
+            f"| {part.get('rows_imbalance', max(part['part_sizes']) * len(part['part_sizes']) / sum(part['part_sizes'])):.3f} "
+            f"| {sizes} | {r['bytes_ratio_over_random']:.3f} | {r['epoch_ms']:.1f} "
+            f"| {ratio_cell(r['time_ratio_over_random'], r['time_ratio_over_random_per_repeat'])} "
+            f"| {over_metis} | {wait_cell(r)} | {part['partition_seconds']:.1f} |"
+        )
+    lines += [
+        "",
+        "Per rank (medians over the measured epochs of all fits, ms): 'compute' is "
+        "`CommunicationMonitor`'s step time minus exchange wait (wall clock, so on this "
+        "oversubscribed machine it also counts time a rank waits for a core), 'wait' its "
+        "exchange wait, 'CPU' the process CPU time of the training step (`time.process_time`, "
+        "which does not count waiting for a core or for peers: the rank's own work). "
+        "'Predicted' is the cost model (`costmodel.predict_epoch`, compute calibrated in this "
+        "run, loopback network, compute scaled by ranks / cores).",
+        "",
+        "| method | compute per rank | max/mean compute | wait per rank | CPU per rank | "
+        "max/mean CPU | max CPU / random's | max CPU / METIS's | predicted compute per rank | "
+        "predicted max/mean | predicted epoch / random's |",
+        "|---|---|---:|---|---|---:|---:|---:|---|---:|---:|",
+    ]
+    for r in c:
+        over_metis = (
+            f"{r['cpu_max_ratio_over_metis']:.2f}" if "cpu_max_ratio_over_metis" in r else "–"
+        )
+        lines.append(
+            f"| {r['method']} | {_ms_list(r['rank_compute_seconds_ms'])} "
+            f"| {r['compute_max_over_mean']:.2f} | {_ms_list(r['rank_wait_seconds_ms'])} "
+            f"| {_ms_list(r['rank_cpu_seconds_ms'])} | {r['cpu_max_over_mean']:.2f} "
+            f"| {r['cpu_max_ratio_over_random']:.2f} | {over_metis} "
+            f"| {_ms_list(r['predicted_compute_ms'])} "
+            f"| {r['predicted_compute_max_over_mean']:.2f} "
+            f"| {r['predicted_ratio_over_random']:.2f} |"
+        )
+    lines += [
+        "",
+        "Measured bytes equal the predicted bytes in every run of (b) and (c): "
+        + ("**yes**." if _all_match(report) else "**NO**."),
+        "'nnz imb.' and 'rows imb.' are max / mean over the parts of the non-zeros of Â and of "
+        "the owned vertices: balancing non-zeros alone leaves the per-row (dense, element-wise) "
+        "work and the feature memory unbalanced on a power-law graph.",
+    ]
+    return lines
+
+
 def write_markdown(report: dict, path: Path) -> None:
     m, g, cfg = report["machine"], report["graph"], report["config"]
-    a, b, c, d = report["a"], report["b"], report["c"], report["d"]
+    a, b, d = report["a"], report["b"], report["d"]
     load = report["load_average"]
     lines = [
         "# Full-batch training benchmark",
@@ -760,32 +971,8 @@ def write_markdown(report: dict, path: Path) -> None:
                 f"{wait_cell(r)} | {ratios} |"
             )
     world_c = cfg["methods_world_size"]
+    lines += section_c_markdown(report, world_c)
     lines += [
-        "",
-        f"## (c) partitioners at {world_c} ranks (p2p exchange), normalised to random",
-        "",
-        "| method | volume (rows/exchange) | nnz imbalance | owned vertices per rank | "
-        "bytes/epoch | bytes / random | epoch time (ms) | time / random | exchange wait (ms) | "
-        "partitioning (s, not in epoch) |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in c:
-        part = report["partitions"][f"{r['method']}-p{r['world_size']}"]
-        sizes = ", ".join(f"{s:,}" for s in part["part_sizes"])
-        lines.append(
-            f"| {r['method']} | {part['total_volume_rows']:,} | {part['imbalance']:.3f} | {sizes} "
-            f"| {r['bytes_measured']:,} | {r['bytes_ratio_over_random']:.3f} | {r['epoch_ms']:.1f} "
-            f"| {ratio_cell(r['time_ratio_over_random'], r['time_ratio_over_random_per_repeat'])} "
-            f"| {wait_cell(r)} "
-            f"| {part['partition_seconds']:.1f} |"
-        )
-    lines += [
-        "",
-        "Measured bytes equal the predicted bytes in every run of (b) and (c): "
-        + ("**yes**." if _all_match(report) else "**NO**."),
-        "'nnz imbalance' is the partitioners' balance criterion (max part non-zeros of Â / mean); "
-        "hypergraph and metis balance non-zeros, not vertices, so on a power-law graph the owned "
-        "vertices (and feature rows) per rank can differ a lot.",
         "",
         "## (d) peak memory per rank vs one process on the whole graph",
         "",
@@ -875,9 +1062,32 @@ def driver(args: argparse.Namespace) -> None:
         "train_vertices": int(data.train_mask.sum()),
     }
     print(f"  {graph['num_nodes']:,} vertices, {graph['num_edges']:,} edges", flush=True)
+    dims = [num_features, HIDDEN, num_classes]
     t = time.perf_counter()
-    partitions = build_stores(cfg, data, root)
+    partitions = build_stores(cfg, data, root, args.section)
     timings = {"partition": time.perf_counter() - t}
+    json_path, md_path = out_dir / "full_batch.json", out_dir / "full_batch.md"
+    if args.section == "c":
+        del data
+        report = json.loads(json_path.read_text())
+        if report["mode"] != mode:
+            raise SystemExit(f"{json_path} holds a {report['mode']!r} run; rerun all sections")
+        print(f"(c) partitioners at {cfg['methods_world_size']} ranks", flush=True)
+        t = time.perf_counter()
+        report["c"] = section_c(cfg, root, workdir, widths, dims)
+        report["partitions"].update(partitions)
+        report["config"]["methods"] = cfg["methods"]
+        report["section_wall_seconds"]["c"] = time.perf_counter() - t
+        report["c_rerun"] = {
+            "date": date,
+            "command": shlex.join([Path(sys.executable).name, *sys.argv]),
+            "load_average": {"start": load_start, "end": os.getloadavg()},
+            "wall_seconds": time.perf_counter() - start,
+        }
+        json_path.write_text(json.dumps(report, indent=1))
+        write_markdown(report, md_path)
+        print(f"wrote {json_path} and {md_path} (section (c) only)", flush=True)
+        return
 
     t = time.perf_counter()
     print("(a) GNNStrategy, 1 process vs plain PyG", flush=True)
@@ -897,7 +1107,7 @@ def driver(args: argparse.Namespace) -> None:
 
     t = time.perf_counter()
     print(f"(c) partitioners at {cfg['methods_world_size']} ranks", flush=True)
-    c = section_c(cfg, root, workdir, widths)
+    c = section_c(cfg, root, workdir, widths, dims)
     timings["c"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -932,7 +1142,6 @@ def driver(args: argparse.Namespace) -> None:
         "section_wall_seconds": timings,
         "wall_seconds": time.perf_counter() - start,
     }
-    json_path, md_path = out_dir / "full_batch.json", out_dir / "full_batch.md"
     json_path.write_text(json.dumps(report, indent=1))
     write_markdown(report, md_path)
     print(f"wrote {json_path} and {md_path} ({report['wall_seconds']:.0f} s)", flush=True)
@@ -953,6 +1162,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--out-dir", default=str(RESULTS), help="where the .json and .md go (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--section",
+        choices=["all", "c"],
+        default="all",
+        help="'c': rerun only section (c) and keep the other sections of the existing results "
+        "JSON in --out-dir (default: all)",
     )
     parser.add_argument(
         "--render", metavar="JSON", help="only rewrite the .md (next to JSON) from a results JSON"

@@ -7,6 +7,7 @@ Bad input ends with exit code 2 and one ``error: ...`` line on stderr.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 from collections.abc import Sequence
@@ -46,6 +47,16 @@ def _partition_parser() -> argparse.ArgumentParser:
         "--epsilon", type=float, default=0.03, help="allowed imbalance (default: 0.03)"
     )
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    common.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="partitioner option, repeatable (e.g. --option vertex_weight=work "
+        "--option widths=64,16,8); VALUE is a Python literal or else a string. "
+        "partition-compare gives it to every method that takes it",
+    )
 
     one = sub.add_parser(
         "partition",
@@ -133,6 +144,30 @@ def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespa
         )
 
 
+def parse_options(items: Sequence[str]) -> dict[str, object]:
+    """``--option KEY=VALUE`` items as keyword arguments: ``VALUE`` read by
+    ``ast.literal_eval`` (``3``, ``0.1``, ``False``, ``64,16,8`` → a tuple), else kept as a
+    string (``work``).
+
+    Raises:
+        ValueError: an item without ``=`` or with a key that is not an identifier.
+    """
+    options: dict[str, object] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ValueError(
+                f"--option {item!r}: write KEY=VALUE with a Python name as KEY, "
+                "e.g. --option vertex_weight=work"
+            )
+        try:
+            options[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            options[key] = text
+    return options
+
+
 def run_partition_command(argv: Sequence[str]) -> int:
     """Run ``partition`` or ``partition-compare``; returns the exit code."""
     args = _partition_parser().parse_args(argv)
@@ -144,6 +179,9 @@ def run_partition_command(argv: Sequence[str]) -> int:
     from lightning_gnn_dist.partition.report import comparison_table, metrics_table
     from lightning_gnn_dist.partition.store import partition_to_store
 
+    options = parse_options(args.option)
+    for key in sorted(set(options) & {"seed", "epsilon"}):
+        raise ValueError(f"--option {key}=...: use --{key} instead")
     console = Console()
     data = load_dataset(args.dataset)
     title = f"{args.dataset}: {data.num_nodes} vertices, {data.edge_index.size(1)} edges, P = {args.num_parts}"
@@ -155,6 +193,7 @@ def run_partition_command(argv: Sequence[str]) -> int:
             seed=args.seed,
             epsilon=args.epsilon,
             keep_metrics=True,
+            options=options,
         )
         metrics = {row["method"]: row.pop("metrics") for row in rows}
         if args.widths:
@@ -169,7 +208,7 @@ def run_partition_command(argv: Sequence[str]) -> int:
             _print_table(console, comparison_table(rows, title))
         return 0
 
-    partitioner = get_partitioner(args.method, seed=args.seed, epsilon=args.epsilon)
+    partitioner = get_partitioner(args.method, seed=args.seed, epsilon=args.epsilon, **options)
     if args.out:
         store = partition_to_store(
             data, partitioner, args.num_parts, args.out, dataset=args.dataset, force=args.force

@@ -98,6 +98,10 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             ``ceil(num_nodes / subgraph_size)``)
         subgraph_seed (int): seed of the subgraph sampler; every rank draws the same batch of a
             step from it without communication. (default: ``0``)
+        partition_options (dict, optional): further keyword arguments of the partitioner, e.g.
+            ``{"vertex_weight": "work"}`` (work-balanced parts, see
+            :mod:`~lightning_gnn_dist.partition.weights`); they are part of the store's
+            settings. (default: ``None``)
 
     Integrity: ``prepare_data`` refuses a store with an edited ``meta.json`` or a missing or
     resized file (cheap: no file is read), and each rank hashes the one part it loads in
@@ -129,6 +133,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         subgraph_size: int | float | None = None,
         steps_per_epoch: int | None = None,
         subgraph_seed: int = 0,
+        partition_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         from lightning_gnn_dist.partition import get_partitioner
@@ -161,9 +166,9 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
 
         self.subgraph_sampler, self.subgraph_size = subgraph_sampler, subgraph_size
         self.steps_per_epoch, self.subgraph_seed = steps_per_epoch, subgraph_seed
-        options = {}
+        options = dict(partition_options or {})
         if method == "stochastic-hypergraph":
-            options = {"sampler": subgraph_sampler, "subgraph_size": subgraph_size}
+            options |= {"sampler": subgraph_sampler, "subgraph_size": subgraph_size}
         self.partitioner = get_partitioner(method, seed=seed, epsilon=epsilon, **options)
         if num_parts is not None and num_parts < 1:
             raise ValueError(f"num_parts must be >= 1 (got {num_parts})")

@@ -7,6 +7,7 @@ store, ``LocalPartition``) only sees that assignment, so a new method is one sub
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -126,8 +127,9 @@ def register_partitioner(name: str) -> Callable[[type[Partitioner]], type[Partit
     return decorator
 
 
-def get_partitioner(method: str, **options: Any) -> Partitioner:
-    """Instantiate the partitioner registered as ``method`` with ``options``.
+def partitioner_options(method: str) -> list[str]:
+    """Keyword arguments the partitioner registered as ``method`` accepts, in signature order
+    (through the ``**options`` of subclasses that fix one, such as ``hypergraph-kahypar``).
 
     Raises:
         ValueError: unknown method (the message lists the known ones).
@@ -137,4 +139,31 @@ def get_partitioner(method: str, **options: Any) -> Partitioner:
     except KeyError:
         known = ", ".join(sorted(PARTITIONERS))
         raise ValueError(f"unknown partition method {method!r}; choose one of: {known}") from None
-    return cls(**options)
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = list(inspect.signature(vars(klass)["__init__"]).parameters.values())[1:]
+        names += [
+            p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in names
+        ]
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return names
+
+
+def get_partitioner(method: str, **options: Any) -> Partitioner:
+    """Instantiate the partitioner registered as ``method`` with ``options``.
+
+    Raises:
+        ValueError: unknown method (the message lists the known ones), or an option the method
+            does not take (the message lists the ones it takes).
+    """
+    accepted = partitioner_options(method)
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"the {method!r} partitioner has no option {unknown[0]!r}; its options are: "
+            f"{', '.join(accepted)}"
+        )
+    return PARTITIONERS[method](**options)

@@ -9,7 +9,11 @@ from typing import Any
 from torch_geometric.data import Data
 
 from lightning_gnn_dist._progress import track
-from lightning_gnn_dist.partition.base import check_num_parts, get_partitioner
+from lightning_gnn_dist.partition.base import (
+    check_num_parts,
+    get_partitioner,
+    partitioner_options,
+)
 
 DEFAULT_METHODS = ("hypergraph-mtkahypar", "hypergraph-kahypar", "metis", "random")
 _NORMALISED = (
@@ -28,6 +32,7 @@ def compare_partitioners(
     seed: int = 0,
     epsilon: float = 0.03,
     keep_metrics: bool = False,
+    options: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Partition ``data`` with each method and return one summary row per method.
 
@@ -40,9 +45,29 @@ def compare_partitioners(
     like a vertex partition's halo rows) and adds ``replication_factor`` and ``num_split``. With
     ``keep_metrics=True`` every row also holds its metrics object under ``"metrics"`` (for
     per-rank plots; not JSON-serialisable).
+
+    ``options`` (e.g. ``{"vertex_weight": "work"}``) go to every method that takes them, so
+    ``random`` stays the baseline; an option that no method takes is a ``ValueError``.
     """
     check_num_parts(num_parts, data.num_nodes)
-    partitioners = [get_partitioner(m, seed=seed, epsilon=epsilon) for m in methods]
+    options = dict(options or {})
+    accepted = {m: partitioner_options(m) for m in methods}
+    unused = sorted(k for k in options if not any(k in names for names in accepted.values()))
+    if unused:
+        known = sorted({name for names in accepted.values() for name in names})
+        raise ValueError(
+            f"no method among {', '.join(methods)} takes the option {unused[0]!r}; "
+            f"their options are: {', '.join(known)}"
+        )
+    partitioners = [
+        get_partitioner(
+            m,
+            seed=seed,
+            epsilon=epsilon,
+            **{k: v for k, v in options.items() if k in accepted[m]},
+        )
+        for m in methods
+    ]
     rows = []
     pairs = list(zip(methods, partitioners, strict=True))
     for method, partitioner in track(

@@ -7,7 +7,8 @@ this hypergraph is exactly the number of feature rows the halo exchange moves pe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,13 @@ from lightning_gnn_dist.partition.backends import (
 )
 from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
 from lightning_gnn_dist.partition.refine import RefineResult, refine_max_send_volume
+from lightning_gnn_dist.partition.weights import (
+    DEFAULT_VERTEX_WEIGHT,
+    check_vertex_weight,
+    check_widths,
+    vertex_weights,
+    weight_settings,
+)
 
 
 @dataclass(frozen=True)
@@ -80,12 +88,13 @@ class HypergraphPartitioner(Partitioner):
     r"""Hypergraph partitioning (HP) of the column-net model (paper 000 §4.3.2).
 
     Minimises the connectivity−1 metric :math:`\sum_j (\lambda(n_j) - 1)` of
-    :func:`column_net_hypergraph` with unit net weights and vertex weight ``nnz(Â[i, :])``; every
-    part weighs at most ``(1 + epsilon) * ceil(W / num_parts)`` (``W``: total weight, the bound both
-    tools enforce), so the assignment minimises the rows the halo exchange moves while balancing
-    the SpMM work. Connectivity−1 bounds only the *total*; by default a greedy refinement then
-    lowers the busiest part's send volume (:func:`~lightning_gnn_dist.partition.refine.
-    refine_max_send_volume`), letting the total grow by at most ``volume_slack``. The km1 step then
+    :func:`column_net_hypergraph` with unit net weights and the vertex weights ``vertex_weight``
+    names; every part weighs at most ``(1 + epsilon) * ceil(W / num_parts)`` (``W``: total
+    weight, the bound both tools enforce), so the assignment minimises the rows the halo
+    exchange moves while balancing the layer work. Connectivity−1 bounds only the *total*; by
+    default a greedy refinement then lowers the busiest part's send volume
+    (:func:`~lightning_gnn_dist.partition.refine.refine_max_send_volume`, on the same weights
+    and bound), letting the total grow by at most ``volume_slack``. The km1 step then
     balances to ``epsilon / 2`` and leaves the rest of the bound as room for the refinement.
 
     Args:
@@ -111,6 +120,12 @@ class HypergraphPartitioner(Partitioner):
             (default: ``True``)
         volume_slack (float): fraction by which that refinement may increase the total volume.
             (default: ``0.05``)
+        vertex_weight (str): what every part balances, and the refinement with it: ``"work"``
+            (row non-zeros and per-row dense work of a GCN of ``widths``, see
+            :mod:`~lightning_gnn_dist.partition.weights`), ``"nnz"`` (row non-zeros, paper 000)
+            or ``"rows"``. (default: ``"work"``, chosen by ``benchmarks/full_batch.py``)
+        widths (Sequence[int], optional): GCN widths ``[d_0, ..., d_L]`` of ``"work"``; ``None``
+            reads ``(num_features, 16, num_classes)`` from the graph. (default: ``None``)
 
     After :meth:`partition`, :attr:`last_refinement` holds the refinement's
     :class:`~lightning_gnn_dist.partition.refine.RefineResult` (volumes before and after, moves),
@@ -134,6 +149,8 @@ class HypergraphPartitioner(Partitioner):
         preset: str | None = None,
         threads: int = 1,
         max_net_size: int | None = None,
+        vertex_weight: str = DEFAULT_VERTEX_WEIGHT,
+        widths: Sequence[int] | None = None,
     ) -> None:
         super().__init__(seed=seed, epsilon=epsilon)
         self.backend = check_backend(backend)
@@ -146,6 +163,8 @@ class HypergraphPartitioner(Partitioner):
                 "more pins than this are left out of the partitioner's input"
             )
         self.max_net_size = max_net_size
+        self.vertex_weight = check_vertex_weight(vertex_weight, multi_constraint=False)
+        self.widths = check_widths(widths)
         if not 0.0 <= volume_slack <= 10.0:
             raise ValueError(
                 f"volume_slack must be in [0, 10] (got {volume_slack!r}); 0.05 lets the "
@@ -166,6 +185,9 @@ class HypergraphPartitioner(Partitioner):
 
     def _partition(self, data: Data, num_parts: int) -> np.ndarray:
         hypergraph = column_net_hypergraph(data)
+        if self.vertex_weight != "nnz":  # the model's own weight is nnz
+            weights = vertex_weights(data, self.vertex_weight, self.widths)
+            hypergraph = replace(hypergraph, vertex_weights=weights)
         partition_hypergraph = get_backend(self.backend)
         sizes = hypergraph.net_sizes()
         keep = sizes >= 2
@@ -198,8 +220,8 @@ class HypergraphPartitioner(Partitioner):
 
     def settings(self) -> dict[str, Any]:
         """Method, seed, epsilon, the backend and the backend's own settings (Mt-KaHyPar's preset
-        and threads, or KaHyPar's configuration file hash), the refinement and ``max_net_size``.
-        The timeout never changes an assignment and is left out."""
+        and threads, or KaHyPar's configuration file hash), the refinement, ``max_net_size`` and
+        the vertex weight. The timeout never changes an assignment and is left out."""
         return {
             **super().settings(),
             "backend": self.backend,
@@ -207,6 +229,7 @@ class HypergraphPartitioner(Partitioner):
             "balance_send_volume": self.balance_send_volume,
             "volume_slack": self.volume_slack,
             "max_net_size": self.max_net_size,
+            **weight_settings(self.vertex_weight, self.widths),
         }
 
 

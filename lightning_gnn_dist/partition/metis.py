@@ -2,15 +2,16 @@
 
 pymetis (2025.2) calls METIS with ``ncon = 1`` whatever weights it is given (its multi-constraint
 pull request, inducer/pymetis#62, is unmerged): extra weight columns would silently be read as
-the weights of other vertices. The multi-constraint case (``balance_masks=True``) therefore calls
-``METIS_PartGraphKway`` of the METIS library that pymetis bundles directly through ``ctypes``,
-with pymetis' own option indices and index width; the single-constraint case uses pymetis'
-public API.
+the weights of other vertices. The multi-constraint cases (``balance_masks=True``,
+``vertex_weight="nnz+rows"``) therefore call ``METIS_PartGraphKway`` of the METIS library that
+pymetis bundles directly through ``ctypes``, with pymetis' own option indices and index width;
+the single-constraint case uses pymetis' public API.
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -18,9 +19,16 @@ import numpy as np
 import pymetis
 from torch_geometric.data import Data
 
-from lightning_gnn_dist.data.graph import row_nnz, symmetric_csr
+from lightning_gnn_dist.data.graph import symmetric_csr
 from lightning_gnn_dist.partition.backends import native_seed
 from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
+from lightning_gnn_dist.partition.weights import (
+    DEFAULT_VERTEX_WEIGHT,
+    check_vertex_weight,
+    check_widths,
+    vertex_weights,
+    weight_settings,
+)
 
 MASK_KEYS: tuple[str, ...] = ("train_mask", "val_mask", "test_mask")
 
@@ -30,13 +38,17 @@ class MetisPartitioner(Partitioner):
     r"""METIS k-way partitioning of the undirected graph :math:`A + A^\top` (graph model).
 
     Every directed edge becomes an undirected edge of unit cost (self loops dropped), every
-    vertex weighs ``nnz(Â[i, :])``, and METIS minimises the edge cut with parts of at most
+    vertex weighs its ``vertex_weight`` (by default its layer work), and METIS minimises the
+    edge cut with parts of at most
     ``(1 + epsilon)`` times the average weight (METIS ``ufactor = round(1000 * epsilon)``). The
     edge cut over-estimates the communication volume that :class:`HypergraphPartitioner`
     minimises exactly (paper 000 §4.3.1).
 
     With ``balance_masks=True`` METIS balances four constraints at once, as DistDGL does: the
     row non-zeros and the numbers of training, validation and test vertices per part.
+    ``vertex_weight`` picks the first constraint(s): ``"nnz+rows"`` balances the row non-zeros
+    and the vertices of every part at once (two constraints), ``"work"`` the GCN layer work of
+    :mod:`~lightning_gnn_dist.partition.weights` (one).
 
     METIS treats the bound as a target, not a guarantee: it may exceed it by about a vertex, and
     with several constraints on small graphs cut into many parts it can miss it further (e.g.
@@ -52,11 +64,24 @@ class MetisPartitioner(Partitioner):
         epsilon (float): allowed load imbalance of every constraint. (default: ``0.03``)
         balance_masks (bool): also balance ``data.train_mask``, ``data.val_mask`` and
             ``data.test_mask`` counts (``ncon = 4``). (default: ``False``)
+        vertex_weight (str): ``"work"``, ``"nnz"`` (paper 000), ``"rows"`` or ``"nnz+rows"``.
+            (default: ``"work"``, chosen by ``benchmarks/full_batch.py``)
+        widths (Sequence[int], optional): GCN widths of ``"work"``; ``None`` reads
+            ``(num_features, 16, num_classes)`` from the graph. (default: ``None``)
     """
 
-    def __init__(self, seed: int = 0, epsilon: float = 0.03, balance_masks: bool = False) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        epsilon: float = 0.03,
+        balance_masks: bool = False,
+        vertex_weight: str = DEFAULT_VERTEX_WEIGHT,
+        widths: Sequence[int] | None = None,
+    ) -> None:
         super().__init__(seed=seed, epsilon=epsilon)
         self.balance_masks = bool(balance_masks)
+        self.vertex_weight = check_vertex_weight(vertex_weight)
+        self.widths = check_widths(widths)
 
     @property
     def ufactor(self) -> int:
@@ -65,13 +90,14 @@ class MetisPartitioner(Partitioner):
 
     def _partition(self, data: Data, num_parts: int) -> np.ndarray:
         num_nodes = data.num_nodes
-        weights = row_nnz(data.edge_index, num_nodes)
+        weights = vertex_weights(data, self.vertex_weight, self.widths)
+        weights = weights.reshape(num_nodes, -1)  # [N, ncon]
         if self.balance_masks:
             masks = _mask_matrix(data)
-            constraints = np.column_stack([weights, masks]).astype(np.int64)  # [N, 4]
+            constraints = np.column_stack([weights, masks]).astype(np.int64)  # [N, ncon + 3]
         else:
             masks = None
-            constraints = weights[:, None]
+            constraints = weights
         indptr, indices = symmetric_csr(data.edge_index, num_nodes)
         if indices.size == 0:
             return _deal_round_robin(masks, num_nodes, num_parts)
@@ -82,14 +108,18 @@ class MetisPartitioner(Partitioner):
         _, parts = pymetis.part_graph(
             num_parts,
             adjacency=pymetis.CSRAdjacency(adj_starts=indptr, adjacent=indices),
-            vweights=weights,
+            vweights=weights[:, 0],
             recursive=False,
             options=options,
         )
         return np.asarray(parts, dtype=np.int64)
 
     def settings(self) -> dict[str, Any]:
-        return {**super().settings(), "balance_masks": self.balance_masks}
+        return {
+            **super().settings(),
+            "balance_masks": self.balance_masks,
+            **weight_settings(self.vertex_weight, self.widths),
+        }
 
 
 @cache
@@ -100,8 +130,8 @@ def _metis_library() -> ctypes.CDLL:
     library = ctypes.CDLL(_internal.__file__)
     if not hasattr(library, "METIS_PartGraphKway"):  # pragma: no cover - other pymetis builds
         raise RuntimeError(
-            f"balance_masks=True needs METIS_PartGraphKway, which this pymetis build "
-            f"({_internal.__file__}) does not export; use balance_masks=False"
+            f"balance_masks=True and vertex_weight='nnz+rows' need METIS_PartGraphKway, which "
+            f"this pymetis build ({_internal.__file__}) does not export; use one constraint"
         )
     return library
 

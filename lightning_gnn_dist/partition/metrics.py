@@ -80,6 +80,12 @@ class PartitionMetrics:
         """``max(part_nnz) / mean(part_nnz)``; 1.0 is perfect balance."""
         return float(self.part_nnz.max() / self.part_nnz.mean())
 
+    @property
+    def rows_imbalance(self) -> float:
+        """``max(part_sizes) / mean(part_sizes)``: the balance of the per-row (dense) work and
+        of the feature memory, which :attr:`imbalance` does not show."""
+        return float(self.part_sizes.max() / self.part_sizes.mean())
+
     def summary(self) -> dict[str, float | int]:
         """Flat scalar summary (the ``partition-compare`` JSON keys)."""
         send, msgs = self.send_rows, self.send_messages
@@ -96,6 +102,7 @@ class PartitionMetrics:
             "max_messages": int(msgs.max()),
             "edge_cut": self.edge_cut,
             "imbalance": self.imbalance,
+            "rows_imbalance": self.rows_imbalance,
             "max_halo_rows": int(self.halo_rows.max()),
             "min_part_size": int(self.part_sizes.min()),
             "max_part_size": int(self.part_sizes.max()),

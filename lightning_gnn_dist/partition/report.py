@@ -14,8 +14,9 @@ def _ratio(value: float | None) -> str:
 
 def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     """Paper 000 Table 2 layout: volume and messages per rank (avg/max, absolute and ÷ random),
-    edge cut, load imbalance, partitioning seconds, and with ``predicted_epoch_seconds`` in the
-    rows (``partition-compare --widths``) the cost model's epoch time. Volumes are rows one layer moves per
+    edge cut, load imbalance (non-zeros, and rows: owned vertices), partitioning seconds, and
+    with ``predicted_epoch_seconds`` in the rows (``partition-compare --widths``) the cost
+    model's epoch time. Volumes are rows one layer moves per
     direction (halo rows; for a vertex cut, partial-aggregate rows), and ``RF`` is a vertex
     cut's replication factor (paper 002 Table 4)."""
     table = Table(title=title)
@@ -33,6 +34,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         "msgs max/RP",
         "edge cut",
         "imbalance",
+        "rows imb.",
         "seconds",
     ):
         table.add_column(header, justify="left" if header == "method" else "right")
@@ -58,6 +60,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             _ratio(r["max_messages_vs_random"]),
             str(r["edge_cut"]),
             f"{r['imbalance']:.3f}",
+            "–" if r.get("rows_imbalance") is None else f"{r['rows_imbalance']:.3f}",
             f"{r['seconds']:.2f}",
             *extra,
         )

@@ -142,6 +142,8 @@ def test_hypergraph_backend_validation() -> None:
 
 def test_hypergraph_settings() -> None:
     mt = get_partitioner("hypergraph", seed=3, epsilon=0.05).settings()
+    weight = [mt.pop(k) for k in ("vertex_weight", "widths", "work_costs")]  # test_weights.py
+    assert weight[:2] == ["work", None]
     assert mt == {
         "method": "hypergraph",
         "seed": 3,
@@ -186,7 +188,9 @@ def test_hypergraph_balance(method: str) -> None:
     data = random_graph(2000, 4, seed=3)
     weights = row_nnz(data.edge_index, data.num_nodes)
     for epsilon in (0.03, 0.1):
-        assignment = get_partitioner(method, epsilon=epsilon).partition(data, 8)
+        assignment = get_partitioner(method, epsilon=epsilon, vertex_weight="nnz").partition(
+            data, 8
+        )
         part_weights = np.bincount(assignment, weights=weights, minlength=8)
         assert part_weights.max() <= (1 + epsilon) * np.ceil(weights.sum() / 8)
 
@@ -285,14 +289,16 @@ def test_metis_balance_masks() -> None:
     assert mask_counts(data, plain, 4)["train_mask"].min() == 0
 
     for num_parts in (4, 8):
-        assignment = MetisPartitioner(balance_masks=True).partition(data, num_parts)
+        assignment = MetisPartitioner(balance_masks=True, vertex_weight="nnz").partition(
+            data, num_parts
+        )
         assert_valid(assignment, data.num_nodes, num_parts)
         for key, counts in mask_counts(data, assignment, num_parts).items():
             assert np.abs(counts - counts.mean()).max() <= 0.10 * counts.mean(), (key, counts)
         weights = row_nnz(data.edge_index, data.num_nodes)
         part_weights = np.bincount(assignment, weights=weights, minlength=num_parts)
         assert part_weights.max() <= 1.03 * weights.sum() / num_parts + weights.max()
-        again = MetisPartitioner(balance_masks=True).partition(data, num_parts)
+        again = MetisPartitioner(balance_masks=True, vertex_weight="nnz").partition(data, num_parts)
         np.testing.assert_array_equal(assignment, again)
     assert MetisPartitioner(balance_masks=True).settings()["balance_masks"] is True
 
@@ -340,7 +346,7 @@ def test_self_loops_only_graph() -> None:
 def test_an_empty_part_is_warned_about_with_part_and_partitioner() -> None:
     data, _ = figure2_graph()  # METIS leaves one of 4 parts of this 6-vertex graph empty
     with pytest.warns(UserWarning, match=r"'metis' partitioner .* left part\(s\) \[2\] of 4 empty"):
-        assignment = get_partitioner("metis").partition(data, 4)
+        assignment = get_partitioner("metis", vertex_weight="nnz").partition(data, 4)
     assert np.bincount(assignment, minlength=4)[2] == 0
 
 
@@ -368,7 +374,9 @@ def test_hypergraph_option_errors(options, match) -> None:
 
 @pytest.mark.parametrize("preset", ["tuned", "default", "large_k"])
 def test_every_preset_partitions_within_the_bound(small_graph: Data, preset: str) -> None:
-    partitioner = get_partitioner("hypergraph", seed=2, preset=preset, balance_send_volume=False)
+    partitioner = get_partitioner(
+        "hypergraph", seed=2, preset=preset, balance_send_volume=False, vertex_weight="nnz"
+    )
     assignment = partitioner.partition(small_graph, 4)
     weights = column_net_hypergraph(small_graph).vertex_weights
     loads = np.bincount(assignment, weights=weights, minlength=4)
