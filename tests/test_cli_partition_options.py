@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
-from lightning_gnn_dist.cli import parse_options
+from lightning_gnn_dist.cli import main, parse_options
 from lightning_gnn_dist.data import load_dataset
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.metrics import partition_metrics
@@ -78,3 +79,11 @@ def test_bad_options_end_in_one_error_line(capsys, argv, fragments):
     assert err.startswith("error: ") and err.count("\n") == 1, err
     for fragment in fragments:
         assert fragment in err
+
+
+def test_lightning_cli_takes_partition_options(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "--data.partition_options", "{vertex_weight: nnz+rows}", "--print_config"])
+    assert exit_.value.code == 0
+    data = yaml.safe_load(capsys.readouterr().out)["data"]
+    assert data["partition_options"] == {"vertex_weight": "nnz+rows"}

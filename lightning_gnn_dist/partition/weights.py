@@ -31,11 +31,12 @@ if TYPE_CHECKING:  # costmodel imports partition.metrics: imported lazily below
 
 #: The weights a partitioner can balance; ``"nnz+rows"`` is two constraints (METIS only).
 VERTEX_WEIGHTS: tuple[str, ...] = ("nnz", "rows", "work", "nnz+rows")
-#: The weight ``hypergraph`` and ``metis`` balance by default: ``"work"``. In
-#: ``benchmarks/full_batch.py`` (c) (R-MAT, 4 ranks) the busiest rank's step CPU time was 0.92×
-#: random's busiest rank for hypergraph and 0.98× for METIS (``"nnz"``: 1.33× and 1.22×, their
-#: busiest parts owning 2.4× and 1.6× the mean rows; METIS ``"nnz+rows"``: 1.00×), and max/mean
-#: CPU time 1.02 and 1.06 (``"nnz"``: 1.41 and 1.29).
+#: The weight ``hypergraph`` and ``metis`` balance by default: ``"work"``. In four runs of
+#: ``benchmarks/full_batch.py`` (c) (R-MAT, 4 ranks) the busiest rank's step CPU time was
+#: 0.92-1.01× random's busiest rank for hypergraph and 0.93-1.02× for METIS (``"nnz"``:
+#: 1.23-1.33× and 1.05-1.22×, their busiest parts owning 2.4× and 1.6× the mean rows; METIS
+#: ``"nnz+rows"``: 0.95-1.02×), and max/mean CPU time 1.02-1.12 and 1.06-1.10 (``"nnz"``:
+#: 1.36-1.41 and 1.21-1.29).
 DEFAULT_VERTEX_WEIGHT = "work"
 #: Integer units of the ``"work"`` weight per non-zero: the per-row work is rounded to 1/16 of
 #: one non-zero's aggregation (1.6% of a row's weight on the benchmark's widths).
