@@ -149,7 +149,7 @@ def partitioner_options(method: str) -> list[str]:
         ]
         if not any(p.kind is p.VAR_KEYWORD for p in params):
             break
-    return names
+    return [name for name in names if name not in getattr(cls, "fixed_options", ())]
 
 
 def get_partitioner(method: str, **options: Any) -> Partitioner:

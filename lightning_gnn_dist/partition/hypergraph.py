@@ -233,13 +233,24 @@ class HypergraphPartitioner(Partitioner):
         }
 
 
+def _fixed_backend(backend: str, options: dict[str, Any]) -> dict[str, Any]:
+    if "backend" in options:
+        raise ValueError(
+            f"'hypergraph-{backend}' always uses backend={backend!r} (got "
+            f"backend={options['backend']!r}); use method 'hypergraph' to choose the backend"
+        )
+    return {**options, "backend": backend}
+
+
 @register_partitioner("hypergraph-mtkahypar")
 class MtKaHyParPartitioner(HypergraphPartitioner):
     """:class:`HypergraphPartitioner` fixed to the Mt-KaHyPar backend (for comparisons); the
     keyword arguments are :class:`HypergraphPartitioner`'s."""
 
+    fixed_options = frozenset({"backend"})
+
     def __init__(self, **options: Any) -> None:
-        super().__init__(backend="mtkahypar", **options)
+        super().__init__(**_fixed_backend("mtkahypar", options))
 
 
 @register_partitioner("hypergraph-kahypar")
@@ -247,5 +258,7 @@ class KaHyParPartitioner(HypergraphPartitioner):
     """:class:`HypergraphPartitioner` fixed to the KaHyPar backend (for comparisons); the
     keyword arguments are :class:`HypergraphPartitioner`'s."""
 
+    fixed_options = frozenset({"backend"})
+
     def __init__(self, **options: Any) -> None:
-        super().__init__(backend="kahypar", **options)
+        super().__init__(**_fixed_backend("kahypar", options))

@@ -421,3 +421,16 @@ def test_tuned_preset_reads_its_configuration_only_for_heavy_tailed_nets(monkeyp
             backend.partition_hypergraph(hg, 4, 0.03, 0)
     assert seen == ["tuned_plain", "tuned"]
     assert backend.TUNED_CONFIG.is_file()
+
+
+def test_fixed_backend_methods_refuse_a_backend_option() -> None:
+    from lightning_gnn_dist.partition.base import partitioner_options
+
+    assert "backend" not in partitioner_options("hypergraph-kahypar")
+    assert "preset" in partitioner_options("hypergraph-mtkahypar")
+    with pytest.raises(
+        ValueError, match=r"'hypergraph-kahypar' partitioner has no option 'backend'"
+    ):
+        get_partitioner("hypergraph-kahypar", backend="mtkahypar")
+    with pytest.raises(ValueError, match=r"'hypergraph-kahypar' always uses backend='kahypar'"):
+        KaHyParPartitioner(backend="mtkahypar")
