@@ -72,7 +72,7 @@ RMAT = "rmat?scale=16&edge_factor=17"
 #: name -> (spec, P values, seeds, variants, vertex weight of every variant; None: the default)
 FULL: dict[str, tuple[str, list[int], list[int], tuple[str, ...], str | None]] = {
     "rmat": (RMAT, [64, 16], [0, 1], tuple(VARIANTS), None),
-    "rmat-nnz": (RMAT, [64], [0, 1], MESH_VARIANTS, "nnz"),
+    "rmat-nnz": (RMAT, [64], [0, 1], MESH_VARIANTS + ("hp-fast",), "nnz"),
     "copter2": (f"metis:{METIS_GRAPHS / 'copter2.graph'}", [4, 16, 64], [0], MESH_VARIANTS, "nnz"),
     "mdual": (f"metis:{METIS_GRAPHS / 'mdual.graph'}", [4, 16, 64], [0], MESH_VARIANTS, "nnz"),
 }

@@ -372,7 +372,7 @@ def test_hypergraph_option_errors(options, match) -> None:
         get_partitioner("hypergraph", **options)
 
 
-@pytest.mark.parametrize("preset", ["tuned", "default", "large_k"])
+@pytest.mark.parametrize("preset", ["tuned", "fast", "default", "large_k"])
 def test_every_preset_partitions_within_the_bound(small_graph: Data, preset: str) -> None:
     partitioner = get_partitioner(
         "hypergraph", seed=2, preset=preset, balance_send_volume=False, vertex_weight="nnz"
@@ -419,7 +419,11 @@ def test_tuned_preset_reads_its_configuration_only_for_heavy_tailed_nets(monkeyp
     for hg in (star, star.keep_nets(hubs | (sizes <= 2))):
         with pytest.raises(RuntimeError, match="wrote no partition"):
             backend.partition_hypergraph(hg, 4, 0.03, 0)
-    assert seen == ["tuned_plain", "tuned"]
+    assert seen == ["plain", "tuned"]
+    seen.clear()
+    with pytest.raises(RuntimeError, match="wrote no partition"):
+        backend.partition_hypergraph(star.keep_nets(hubs | (sizes <= 2)), 4, 0.03, 0, preset="fast")
+    assert seen == ["fast"] and backend.FAST_CONFIG.is_file()
     assert backend.TUNED_CONFIG.is_file()
 
 
@@ -434,3 +438,20 @@ def test_fixed_backend_methods_refuse_a_backend_option() -> None:
         get_partitioner("hypergraph-kahypar", backend="mtkahypar")
     with pytest.raises(ValueError, match=r"'hypergraph-kahypar' always uses backend='kahypar'"):
         KaHyParPartitioner(backend="mtkahypar")
+
+
+@pytest.mark.parametrize("preset", ["tuned", "fast"])
+def test_skewed_presets_run_their_configuration_file(preset: str) -> None:
+    from lightning_gnn_dist.partition.backends import mtkahypar as backend
+
+    hg = column_net_hypergraph(load_dataset("rmat?scale=10&edge_factor=8"))
+    sizes = hg.net_sizes()
+    skewed = hg.keep_nets((sizes >= np.quantile(sizes, 0.97)) | (sizes <= 2))
+    assert backend.is_skewed(skewed)
+    assignment = backend.partition_hypergraph(skewed, 8, 0.03, 0, preset=preset)
+    loads = np.bincount(assignment, weights=skewed.vertex_weights, minlength=8)
+    assert assignment.min() >= 0 and assignment.max() < 8
+    assert loads.max() <= 1.03 * np.ceil(skewed.vertex_weights.sum() / 8) + 1e-9
+    np.testing.assert_array_equal(
+        assignment, backend.partition_hypergraph(skewed, 8, 0.03, 0, preset=preset)
+    )
