@@ -103,7 +103,9 @@ class HypergraphPartitioner(Partitioner):
         backend (str): ``"mtkahypar"`` (Mt-KaHyPar, our ``"tuned"`` preset, one thread) or
             ``"kahypar"`` (KaHyPar with our ``kahypar_km1.ini``); either runs in an isolated
             child process per call. (default: ``"mtkahypar"``)
-        preset (str, optional): Mt-KaHyPar preset: ``"tuned"`` (``configs/mtkahypar_tuned.ini``),
+        preset (str, optional): Mt-KaHyPar preset: ``"tuned"`` (``configs/mtkahypar_tuned.ini``
+            on power-law hypergraphs, Mt-KaHyPar's default preset on others), ``"fast"`` (the
+            same with ``configs/mtkahypar_fast.ini``: about 1 % more volume, 40 % quicker),
             ``"default"``, ``"quality"``, ``"highest_quality"``, ``"large_k"``,
             ``"deterministic"``, ``"deterministic_quality"``; ``None`` is ``"tuned"``.
             (default: ``None``)

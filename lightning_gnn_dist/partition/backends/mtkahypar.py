@@ -17,7 +17,7 @@ Presets (``preset=``):
   2–4 %) get ``"default"``. The file's SHA-256 enters :func:`settings`, so editing it
   invalidates stored partitions.
 * ``"fast"``: the same rule with ``configs/mtkahypar_fast.ini``: about 1 % more volume than
-  ``"tuned"`` in 60 % of its time on that graph (with ``threads=2``: 3.5–3.9x METIS's time).
+  ``"tuned"`` in 60 % of its time on that graph (with ``threads=2``: 3.4–3.8x METIS's time).
 * Mt-KaHyPar's own presets: ``"default"``, ``"quality"``, ``"highest_quality"``, ``"large_k"``,
   ``"deterministic"``, ``"deterministic_quality"``.
 
