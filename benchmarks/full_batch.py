@@ -584,25 +584,17 @@ def section_c(cfg, root, workdir, widths, dims: list[int]) -> list[dict]:
     keys = [(method, world, "p2p") for method in cfg["methods"]]
     runs = run_fits(cfg, root, workdir, widths, keys, "c")
     costs = calibrate(dims)
+    metrics = {
+        key: PartitionStore.open(store_path(cfg, root, key[0], world)).metrics for key in keys
+    }
     predicted = {
-        key: predict_epoch(
-            PartitionStore.open(store_path(cfg, root, key[0], world)).metrics,
-            dims,
-            costs,
-            network="loopback",
-            cores=os.cpu_count(),
-        )
+        key: predict_epoch(metrics[key], dims, costs, network="loopback", cores=os.cpu_count())
         for key in keys
     }
     # The same model with one core per rank and the costs the "work" weight was fitted with
     # (per-rank step CPU time): what the epoch ratios would be without oversubscription.
     dedicated = {
-        key: predict_epoch(
-            PartitionStore.open(store_path(cfg, root, key[0], world)).metrics,
-            dims,
-            reference_costs(),
-            network="loopback",
-        ).epoch_seconds
+        key: predict_epoch(metrics[key], dims, reference_costs(), network="loopback").epoch_seconds
         for key in keys
     }
     ref, gp = runs[("random", world, "p2p")], runs.get(("metis:nnz", world, "p2p"))

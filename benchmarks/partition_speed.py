@@ -56,8 +56,8 @@ from lightning_gnn_dist.data.datasets import load_dataset  # noqa: E402
 from lightning_gnn_dist.partition import get_partitioner  # noqa: E402
 from lightning_gnn_dist.partition.report import markdown_table  # noqa: E402
 
-RESULTS = REPO / "benchmarks" / "results"
-METIS_GRAPHS = Path("/usr/share/doc/libmetis-dev/examples/graphs")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from partition_quality import GRAPHS, RESULTS  # noqa: E402  (the same graphs, same results folder)
 
 #: variant -> (method, options)
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -72,17 +72,16 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 MESH_VARIANTS = ("metis", "hp-default", "hp-tuned")
 
-RMAT = "rmat?scale=16&edge_factor=17"
 #: name -> (spec, P values, seeds, variants, vertex weight of every variant; None: the default)
 FULL: dict[str, tuple[str, list[int], list[int], tuple[str, ...], str | None]] = {
-    "rmat": (RMAT, [64, 16], [0, 1], tuple(VARIANTS), None),
-    "rmat-nnz": (RMAT, [64], [0, 1], MESH_VARIANTS + ("hp-fast",), "nnz"),
-    "copter2": (f"metis:{METIS_GRAPHS / 'copter2.graph'}", [4, 16, 64], [0], MESH_VARIANTS, "nnz"),
-    "mdual": (f"metis:{METIS_GRAPHS / 'mdual.graph'}", [4, 16, 64], [0], MESH_VARIANTS, "nnz"),
+    "rmat": (GRAPHS["rmat"], [64, 16], [0, 1], tuple(VARIANTS), None),
+    "rmat-nnz": (GRAPHS["rmat"], [64], [0, 1], MESH_VARIANTS + ("hp-fast",), "nnz"),
+    "copter2": (GRAPHS["copter2"], [4, 16, 64], [0], MESH_VARIANTS, "nnz"),
+    "mdual": (GRAPHS["mdual"], [4, 16, 64], [0], MESH_VARIANTS, "nnz"),
 }
 QUICK: dict[str, tuple[str, list[int], list[int], tuple[str, ...], str | None]] = {
     "rmat-small": ("rmat?scale=12&edge_factor=8", [16], [0], tuple(VARIANTS), None),
-    "4elt": (f"metis:{METIS_GRAPHS / '4elt.graph'}", [16], [0], MESH_VARIANTS, "nnz"),
+    "4elt": (GRAPHS["4elt"], [16], [0], MESH_VARIANTS, "nnz"),
 }
 COLUMNS = (
     "graph",

@@ -180,8 +180,9 @@ def run_partition_command(argv: Sequence[str]) -> int:
     from lightning_gnn_dist.partition.store import partition_to_store
 
     options = parse_options(args.option)
-    for key in sorted(set(options) & {"seed", "epsilon"}):
-        raise ValueError(f"--option {key}=...: use --{key} instead")
+    clash = sorted(set(options) & {"seed", "epsilon"})
+    if clash:
+        raise ValueError(f"--option {clash[0]}=...: use --{clash[0]} instead")
     console = Console()
     data = load_dataset(args.dataset)
     title = f"{args.dataset}: {data.num_nodes} vertices, {data.edge_index.size(1)} edges, P = {args.num_parts}"

@@ -186,10 +186,10 @@ class HypergraphPartitioner(Partitioner):
         return super().partition(data, num_parts)
 
     def _partition(self, data: Data, num_parts: int) -> np.ndarray:
-        hypergraph = column_net_hypergraph(data)
-        if self.vertex_weight != "nnz":  # the model's own weight is nnz
-            weights = vertex_weights(data, self.vertex_weight, self.widths)
-            hypergraph = replace(hypergraph, vertex_weights=weights)
+        hypergraph = replace(
+            column_net_hypergraph(data),
+            vertex_weights=vertex_weights(data, self.vertex_weight, self.widths),
+        )
         partition_hypergraph = get_backend(self.backend)
         sizes = hypergraph.net_sizes()
         keep = sizes >= 2

@@ -403,26 +403,31 @@ def test_left_out_nets_still_count_in_the_refinement_and_metrics() -> None:
     assert report.max_send_rows_after == metrics.send_rows.max()
 
 
+def plain_and_skewed_hypergraphs():
+    """A small R-MAT's column-net hypergraph, and the same with only its 3 % largest nets and
+    nets of at most 2 pins: there the large nets hold most pins (40x the mean size)."""
+    plain = column_net_hypergraph(load_dataset("rmat?scale=10&edge_factor=8"))
+    sizes = plain.net_sizes()
+    return plain, plain.keep_nets((sizes >= np.quantile(sizes, 0.97)) | (sizes <= 2))
+
+
 def test_tuned_preset_reads_its_configuration_only_for_heavy_tailed_nets(monkeypatch):
     from lightning_gnn_dist.partition.backends import mtkahypar as backend
 
-    star = column_net_hypergraph(load_dataset("rmat?scale=10&edge_factor=8"))
-    sizes = star.net_sizes()
+    star, skewed = plain_and_skewed_hypergraphs()
     assert not backend.is_skewed(star)
-    # The 3 % largest nets hold most pins once they are made 40x larger than the rest.
-    hubs = sizes >= np.quantile(sizes, 0.97)
-    assert backend.is_skewed(star.keep_nets(hubs | (sizes <= 2)))
+    assert backend.is_skewed(skewed)
     seen = []
     monkeypatch.setattr(
         backend, "_worker_command", lambda *args: seen.append(args[5]) or [sys.executable, "-c", ""]
     )
-    for hg in (star, star.keep_nets(hubs | (sizes <= 2))):
+    for hg in (star, skewed):
         with pytest.raises(RuntimeError, match="wrote no partition"):
             backend.partition_hypergraph(hg, 4, 0.03, 0)
     assert seen == ["plain", "tuned"]
     seen.clear()
     with pytest.raises(RuntimeError, match="wrote no partition"):
-        backend.partition_hypergraph(star.keep_nets(hubs | (sizes <= 2)), 4, 0.03, 0, preset="fast")
+        backend.partition_hypergraph(skewed, 4, 0.03, 0, preset="fast")
     assert seen == ["fast"] and backend.FAST_CONFIG.is_file()
     assert backend.TUNED_CONFIG.is_file()
 
@@ -444,9 +449,7 @@ def test_fixed_backend_methods_refuse_a_backend_option() -> None:
 def test_skewed_presets_run_their_configuration_file(preset: str) -> None:
     from lightning_gnn_dist.partition.backends import mtkahypar as backend
 
-    hg = column_net_hypergraph(load_dataset("rmat?scale=10&edge_factor=8"))
-    sizes = hg.net_sizes()
-    skewed = hg.keep_nets((sizes >= np.quantile(sizes, 0.97)) | (sizes <= 2))
+    _, skewed = plain_and_skewed_hypergraphs()
     assert backend.is_skewed(skewed)
     assignment = backend.partition_hypergraph(skewed, 8, 0.03, 0, preset=preset)
     loads = np.bincount(assignment, weights=skewed.vertex_weights, minlength=8)

@@ -85,7 +85,7 @@ def check_options(preset: str = DEFAULT_PRESET, threads: int = 1) -> None:
 def is_skewed(hg: ColumnNetHypergraph) -> bool:
     """Whether nets of more than ``SKEW_SIZE_FACTOR`` x the mean size hold at least
     ``SKEW_PIN_SHARE`` of the pins (the ``"tuned"`` and ``"fast"`` presets then read their file)."""
-    sizes = np.diff(hg.net_offsets)
+    sizes = hg.net_sizes()
     if not sizes.size or not hg.num_pins:
         return False
     large = sizes > SKEW_SIZE_FACTOR * sizes.mean()
@@ -93,7 +93,8 @@ def is_skewed(hg: ColumnNetHypergraph) -> bool:
 
 
 def settings(preset: str = DEFAULT_PRESET, threads: int = 1) -> dict[str, Any]:
-    """The preset (and the SHA-256 of its file for ``"tuned"``) and the thread count."""
+    """The preset (and the SHA-256 of its file for ``"tuned"`` and ``"fast"``) and the thread
+    count."""
     check_options(preset, threads)
     values: dict[str, Any] = {"preset": preset, "threads": threads}
     source = PRESETS[preset]
