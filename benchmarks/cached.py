@@ -55,8 +55,8 @@ import torch
 import torch.distributed as dist
 
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
-from lightning_gnn_dist.callbacks import CommunicationMonitor
-from lightning_gnn_dist.comm.cached_plots import plot_send_epochs
+from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
+from lightning_gnn_dist.plots.cached import plot_send_epochs
 
 torch.set_num_threads(1)
 warnings.filterwarnings("ignore", message=".*(does not have many workers|deprecated|log_every).*")

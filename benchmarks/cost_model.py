@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import full_batch as fb  # the fork-fit harness, model and store cache of the full-batch benchmark
 
 from lightning_gnn_dist import GNNStrategy
-from lightning_gnn_dist.callbacks import CommunicationMonitor
 from lightning_gnn_dist.costmodel import NETWORKS, ComputeCosts, calibrate, predict_epoch
 from lightning_gnn_dist.data import load_dataset
+from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.metrics import partition_metrics
 from lightning_gnn_dist.partition.report import markdown_table

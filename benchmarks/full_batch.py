@@ -66,9 +66,9 @@ from torch_geometric.nn import GCNConv
 
 import lightning_gnn_dist
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
-from lightning_gnn_dist.callbacks import CommunicationMonitor
 from lightning_gnn_dist.costmodel import calibrate, predict_epoch
 from lightning_gnn_dist.data import load_dataset
+from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.store import PartitionStore, partition_to_store
 from lightning_gnn_dist.partition.weights import reference_costs

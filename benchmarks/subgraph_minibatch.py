@@ -54,11 +54,11 @@ import torch  # noqa: E402
 from torch_geometric.data import Data  # noqa: E402
 
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier  # noqa: E402
-from lightning_gnn_dist.batch_monitor import BatchCommunicationMonitor  # noqa: E402
 from lightning_gnn_dist.data import load_dataset  # noqa: E402
 from lightning_gnn_dist.data.graph import canonicalize  # noqa: E402
 from lightning_gnn_dist.data.subgraph_sampler import make_sampler  # noqa: E402
 from lightning_gnn_dist.data.synthetic import add_synthetic_features  # noqa: E402
+from lightning_gnn_dist.lightning.batch_monitor import BatchCommunicationMonitor  # noqa: E402
 from lightning_gnn_dist.partition import get_partitioner  # noqa: E402
 from lightning_gnn_dist.partition.batch_volume import expected_batch_volume  # noqa: E402
 from lightning_gnn_dist.partition.store import partition_to_store  # noqa: E402

@@ -52,12 +52,12 @@ import torch
 from torch_geometric.data import Data
 
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
-from lightning_gnn_dist.callbacks import CommunicationMonitor
 from lightning_gnn_dist.data import load_dataset
 from lightning_gnn_dist.data.graph import canonicalize
+from lightning_gnn_dist.data.vertex_cut import vertex_copies
+from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.report import markdown_table
-from lightning_gnn_dist.partition.vertex_cut import vertex_copies
 
 RESULTS = REPO / "benchmarks" / "results"
 METIS_MESH = Path("/usr/share/doc/libmetis-dev/examples/graphs/copter2.graph")

@@ -35,7 +35,7 @@ from torchmetrics import Accuracy
 import lightning_gnn_dist  # noqa: F401  (importing the package registers strategy="gnn_ddp")
 from lightning_gnn_dist import GraphPartitionDataModule
 from lightning_gnn_dist.data import load_dataset
-from lightning_gnn_dist.data.datamodule import (
+from lightning_gnn_dist.lightning.datamodule import (
     FullGraphLoader,  # yields the whole graph once per epoch
 )
 

@@ -38,7 +38,8 @@ from torchmetrics import Accuracy
 
 import lightning_gnn_dist  # noqa: F401  (registers strategy="gnn_ddp")
 from lightning_gnn_dist import GraphPartitionDataModule
-from lightning_gnn_dist.data import LocalGraphStore, NeighborLoader, load_dataset
+from lightning_gnn_dist.data import load_dataset
+from lightning_gnn_dist.loaders import LocalGraphStore, NeighborLoader
 
 # ---------------------------------------------------------------------------------------------
 # The user's module, as in PyG's example.

@@ -5,23 +5,24 @@ Importing the package registers the ``gnn_ddp``, ``gnn_ddp_spawn`` and ``gnn_ddp
 strategies in every installed Lightning namespace (``lightning.pytorch`` and
 ``pytorch_lightning``). ``GNNStrategy``, ``GraphPartitionDataModule``, the callbacks and
 ``NodeClassifier`` are namespace-neutral: they build the class of the namespace your code imported
-(see :mod:`lightning_gnn_dist._compat` for the rule; :func:`lightning_namespace` picks one
+(see :mod:`lightning_gnn_dist.lightning.compat` for the rule; :func:`lightning_namespace` picks one
 explicitly, ``X.for_namespace(name)`` gives the concrete class).
 """
 
-from lightning_gnn_dist import _compat
-from lightning_gnn_dist._compat import lightning_namespace
-from lightning_gnn_dist.batch_monitor import BatchCommunicationMonitor
-from lightning_gnn_dist.callbacks import (
+from lightning_gnn_dist import _deprecated
+from lightning_gnn_dist.lightning import compat as _compat
+from lightning_gnn_dist.lightning.batch_monitor import BatchCommunicationMonitor
+from lightning_gnn_dist.lightning.callbacks import (
     CommunicationMonitor,
     PartitionReport,
     PredictionWriter,
     load_predictions,
 )
-from lightning_gnn_dist.data.datamodule import GraphPartitionDataModule
-from lightning_gnn_dist.module import NodeClassifier
+from lightning_gnn_dist.lightning.compat import lightning_namespace
+from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
+from lightning_gnn_dist.lightning.module import NodeClassifier
+from lightning_gnn_dist.lightning.strategy import GNNStrategy
 from lightning_gnn_dist.nn import distribute
-from lightning_gnn_dist.strategy import GNNStrategy
 
 __version__ = "0.1.0.dev0"
 
@@ -45,10 +46,13 @@ for _name in _NEUTRAL:
     del globals()[_name]
 
 
+_deprecated.install()
+
+
 def __getattr__(name: str):
     neutral = _NEUTRAL.get(name)
     if neutral is None:
-        raise AttributeError(f"module 'lightning_gnn_dist' has no attribute {name!r}")
+        return _deprecated.moved_attribute(__name__, name)  # 0.1 paths, or AttributeError
     namespace = _compat._current.get()
     return neutral if namespace is None else neutral.for_namespace(namespace)
 

@@ -43,13 +43,10 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from lightning_gnn_dist.comm.base import HaloExchange, Transfer
+from lightning_gnn_dist.comm.broadcast import BroadcastExchange
 from lightning_gnn_dist.comm.counters import CommCounter
-from lightning_gnn_dist.comm.exchange import (
-    BroadcastExchange,
-    HaloExchange,
-    P2PExchange,
-    Transfer,
-)
+from lightning_gnn_dist.comm.p2p import P2PExchange
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.partition.metrics import PartitionMetrics
 

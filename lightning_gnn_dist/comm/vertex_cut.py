@@ -15,7 +15,7 @@ copies. The modes differ in what happens next:
   first after ``r`` epochs, leaves after ``2r``). No gradient communication (as DistGNN).
 * ``0c`` (:class:`NoSync`): partials are used as they are; nothing moves.
 
-The vertex cut has no halo: the :class:`~lightning_gnn_dist.comm.exchange.HaloExchange`
+The vertex cut has no halo: the :class:`~lightning_gnn_dist.comm.base.HaloExchange`
 interface the layers call returns zero rows, and the synchronisation runs where the graph
 context asks for it (after aggregation, :mod:`lightning_gnn_dist.nn.vertex_cut`).
 """
@@ -31,7 +31,8 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.autograd import Function
 
-from lightning_gnn_dist.comm.exchange import P2PExchange, Transfer
+from lightning_gnn_dist.comm.base import Transfer
+from lightning_gnn_dist.comm.p2p import P2PExchange
 
 REDUCTIONS = ("sum", "max")
 
@@ -232,7 +233,7 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
 
     def predicted_rows_sent(self, metrics, direction: str) -> np.ndarray:  # type: ignore[override]
         """``[P]`` rows per training forward, averaged over the forwards since the counter was
-        last reset (what :class:`~lightning_gnn_dist.callbacks.CommunicationMonitor` multiplies by
+        last reset (what :class:`~lightning_gnn_dist.lightning.callbacks.CommunicationMonitor` multiplies by
         the calls): exactly the bins each rank sent, from the binning of every rank's plans.
         Nothing moves backward."""
         if direction == "backward" or not self._layers:

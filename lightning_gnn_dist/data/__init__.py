@@ -1,4 +1,9 @@
-"""Datasets, graph helpers and (later) per-rank data for distributed GNN training."""
+"""Datasets, formats, graph helpers, per-rank views and samplers (no Lightning, no communication).
+
+:class:`~lightning_gnn_dist.data.local.LocalPartition` is a rank's part of a vertex partition and
+:class:`~lightning_gnn_dist.data.vertex_cut.VertexCutPart` its part of a vertex cut; the samplers
+draw mini-batches that :mod:`lightning_gnn_dist.loaders` turns into steps.
+"""
 
 from .datasets import (
     DATASET_KINDS,
@@ -12,8 +17,6 @@ from .datasets import (
 )
 from .formats import read_edgelist, read_metis, read_mtx
 from .graph import canonicalize
-from .graph_store import LocalGraphStore, PartitionedGraphStore
-from .neighbor_loader import NeighborLoader
 from .ogb import load_ogb
 from .synthetic import add_synthetic_features, random_split_masks, rmat, rmat_edge_index, sbm
 
@@ -22,9 +25,6 @@ __all__ = [
     "DatasetError",
     "DatasetKind",
     "DatasetSpec",
-    "LocalGraphStore",
-    "NeighborLoader",
-    "PartitionedGraphStore",
     "add_synthetic_features",
     "canonicalize",
     "load_dataset",

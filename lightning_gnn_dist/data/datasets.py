@@ -29,7 +29,8 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from .formats import DatasetError, read_edgelist, read_metis, read_mtx
+from .errors import DatasetError
+from .formats import read_edgelist, read_metis, read_mtx
 from .graph import canonicalize, distinct_edges
 from .limits import check_graph_fits
 from .ogb import DEFAULT_OGB_ROOT, load_ogb

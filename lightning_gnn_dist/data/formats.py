@@ -31,17 +31,10 @@ import torch
 from torch_geometric.data import Data
 
 from . import limits
+from .errors import DatasetError
 from .graph import distinct_edges
 
 __all__ = ["DatasetError", "read_edgelist", "read_metis", "read_mtx"]
-
-
-class DatasetError(ValueError):
-    """A dataset file or spec is malformed.
-
-    The message names the file (or spec), the 1-based line where known and what is wrong, e.g.
-    ``"/tmp/g.graph:3: vertex id 9 out of range 1..5"``.
-    """
 
 
 # --------------------------------------------------------------------------------------------

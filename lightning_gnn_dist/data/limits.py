@@ -2,7 +2,7 @@
 
 A declared size (a file header, ``num_nodes=``, a generator's parameters) is checked *before*
 anything of that size is allocated, so a graph that cannot fit ends at once with a
-:class:`~lightning_gnn_dist.data.formats.DatasetError` quoting the estimate and what the machine
+:class:`~lightning_gnn_dist.data.errors.DatasetError` quoting the estimate and what the machine
 has, instead of a ``MemoryError`` traceback minutes later.
 """
 
@@ -11,12 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
-def _error(message: str) -> ValueError:
-    from .formats import DatasetError  # formats imports this module
-
-    return DatasetError(message)
-
+from .errors import DatasetError
 
 #: Largest supported vertex count: METIS, KaHyPar and Mt-KaHyPar index vertices with 32-bit
 #: integers (and ``coalesce`` packs ``src * N + dst`` into an ``int64``).
@@ -106,12 +101,12 @@ def check_graph_fits(
     available = available_memory_bytes()
     size = f"{num_nodes:.0f} vertices, {num_edges:.0f} edges, {features:.0f} features"
     if needed > available:
-        raise _error(
+        raise DatasetError(
             f"{source}: {what} ({size}) needs about {_size(needed)} of memory but "
             f"{_size(available)} is available; use a smaller graph or a machine with more memory"
         )
     if num_nodes > MAX_NUM_NODES:
-        raise _error(
+        raise DatasetError(
             f"{source}: {what} ({size}) has more than the supported {MAX_NUM_NODES} vertices "
             "(the partitioners use 32-bit vertex ids); use a smaller graph"
         )
@@ -127,7 +122,7 @@ def check_file_fits(path: str | os.PathLike, num_bytes: int) -> None:
     needed = float(num_bytes) * _PARSE_BYTES_PER_FILE_BYTE
     available = available_memory_bytes()
     if needed > available:
-        raise _error(
+        raise DatasetError(
             f"{path}: parsing this {_size(num_bytes)} file needs about {_size(needed)} of memory "
             f"but {_size(available)} is available; convert it to a binary format or use a "
             "machine with more memory"
@@ -138,7 +133,7 @@ def check_vertex_id(path: str | os.PathLike, line: int, vertex_id: int) -> None:
     """Raise :class:`DatasetError` (``path:line: ...``) if ``vertex_id`` is beyond
     :data:`MAX_NUM_NODES`."""
     if vertex_id >= MAX_NUM_NODES:
-        raise _error(
+        raise DatasetError(
             f"{path}:{line}: vertex id {vertex_id} is beyond the supported range "
             f"0..{MAX_NUM_NODES - 1} (the partitioners use 32-bit vertex ids); renumber the "
             "vertices densely from 0"

@@ -17,7 +17,7 @@ from types import ModuleType
 import torch
 from torch_geometric.data import Data
 
-from .formats import DatasetError
+from .errors import DatasetError
 
 __all__ = ["DEFAULT_OGB_ROOT", "load_ogb"]
 

@@ -1,10 +1,16 @@
-"""Distributed layers, reference models and :func:`distribute` for existing PyG models."""
+"""Distributed layers, reference models and :func:`distribute` for existing PyG models.
+
+Importing the package registers every graph context in
+:data:`~lightning_gnn_dist.nn.context.CONTEXTS` (the vertex-cut context registers itself from
+:mod:`~lightning_gnn_dist.nn.vertex_cut`; the base module imports none of them).
+"""
 
 from lightning_gnn_dist.nn.context import GraphContext, current_graph_context, use_graph_context
 from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistSAGEConv
 from lightning_gnn_dist.nn.distribute import distribute
 from lightning_gnn_dist.nn.models import GAT, GCN, GraphSAGE, build_model
 from lightning_gnn_dist.nn.norm import DistBatchNorm
+from lightning_gnn_dist.nn.vertex_cut import VertexCutContext
 
 __all__ = [
     "GAT",
@@ -15,6 +21,7 @@ __all__ = [
     "DistSAGEConv",
     "GraphContext",
     "GraphSAGE",
+    "VertexCutContext",
     "build_model",
     "current_graph_context",
     "distribute",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from lightning_gnn_dist.comm.exchange import HaloExchange
+from lightning_gnn_dist.comm.base import HaloExchange
 from lightning_gnn_dist.data.local import LocalPartition
 
 _ACTIVE: list[GraphContext] = []
@@ -103,7 +103,3 @@ def aggregate(
     if out is None:
         out = torch.zeros(num_rows, h.size(1), dtype=h.dtype, device=h.device)
     return out.index_add(0, edge_index[1], messages)
-
-
-# The vertex-cut context registers itself in CONTEXTS on import.
-from lightning_gnn_dist.nn import vertex_cut as _vertex_cut  # noqa: E402, F401

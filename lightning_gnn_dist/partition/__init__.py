@@ -11,12 +11,11 @@ from lightning_gnn_dist.partition.base import (
     register_partitioner,
 )
 from lightning_gnn_dist.partition.blocks import GNNBlocksPartitioner
+from lightning_gnn_dist.partition.column_net import ColumnNetHypergraph, column_net_hypergraph
 from lightning_gnn_dist.partition.hypergraph import (
-    ColumnNetHypergraph,
     HypergraphPartitioner,
     KaHyParPartitioner,
     MtKaHyParPartitioner,
-    column_net_hypergraph,
 )
 from lightning_gnn_dist.partition.metis import MetisPartitioner
 from lightning_gnn_dist.partition.random import RandomPartitioner

@@ -167,3 +167,12 @@ def get_partitioner(method: str, **options: Any) -> Partitioner:
             f"{', '.join(accepted)}"
         )
     return PARTITIONERS[method](**options)
+
+
+def native_seed(seed: int) -> int:
+    """Map any Python ``int`` seed onto ``[1, 2**31 - 1]``, which native ``int`` seeds accept.
+
+    Zero is avoided because METIS gives seeds 0 and 1 the same stream (``srand(0)`` is
+    ``srand(1)``): ``seed=0`` and ``seed=1`` would otherwise return the same partition.
+    """
+    return int(seed) % (2**31 - 1) + 1

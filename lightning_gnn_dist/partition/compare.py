@@ -8,12 +8,12 @@ from typing import Any
 
 from torch_geometric.data import Data
 
-from lightning_gnn_dist._progress import track
 from lightning_gnn_dist.partition.base import (
     check_num_parts,
     get_partitioner,
     partitioner_options,
 )
+from lightning_gnn_dist.utils.progress import track
 
 DEFAULT_METHODS = ("hypergraph-mtkahypar", "hypergraph-kahypar", "metis", "random")
 _NORMALISED = (

@@ -20,8 +20,7 @@ import pymetis
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.graph import symmetric_csr
-from lightning_gnn_dist.partition.backends import native_seed
-from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
+from lightning_gnn_dist.partition.base import Partitioner, native_seed, register_partitioner
 from lightning_gnn_dist.partition.weights import (
     DEFAULT_VERTEX_WEIGHT,
     check_vertex_weight,

@@ -44,7 +44,7 @@ from lightning_gnn_dist.data.subgraph_sampler import (
 )
 from lightning_gnn_dist.partition.backends import backend_settings, check_backend, get_backend
 from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
-from lightning_gnn_dist.partition.hypergraph import ColumnNetHypergraph
+from lightning_gnn_dist.partition.column_net import ColumnNetHypergraph
 
 #: offset of the partitioner's sampling seed, so its batches are not the training batches
 SAMPLER_SEED_OFFSET = 7919

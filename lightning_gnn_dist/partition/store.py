@@ -37,14 +37,14 @@ from typing import Any
 import numpy as np
 from torch_geometric.data import Data
 
-from lightning_gnn_dist._progress import status, track
-from lightning_gnn_dist._tempdirs import make_owned_dir, remove_stale
 from lightning_gnn_dist.data.graph import graph_fingerprint
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.vertex_cut import VertexCutPart
 from lightning_gnn_dist.partition.base import Partitioner, check_num_parts
 from lightning_gnn_dist.partition.metrics import PartitionMetrics
 from lightning_gnn_dist.partition.vertex_cut import VertexCutMetrics
+from lightning_gnn_dist.utils.progress import status, track
+from lightning_gnn_dist.utils.tempdirs import make_owned_dir, remove_stale
 
 FORMAT_VERSION = 2
 _STORE_FILE = re.compile(r"meta\.json|assignment\.npy|part-\d{5}\.pt")

@@ -19,15 +19,13 @@ over all layers (fewer when the total would pass ``2**31 − 1``: the partitione
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.graph import row_nnz
-
-if TYPE_CHECKING:  # costmodel imports partition.metrics: imported lazily below
-    from lightning_gnn_dist.costmodel import ComputeCosts
+from lightning_gnn_dist.partition.work import ComputeCosts, gcn_layers
 
 #: The weights a partitioner can balance; ``"nnz+rows"`` is two constraints (METIS only).
 VERTEX_WEIGHTS: tuple[str, ...] = ("nnz", "rows", "work", "nnz+rows")
@@ -49,7 +47,7 @@ DEFAULT_HIDDEN = 16
 
 
 def reference_costs() -> ComputeCosts:
-    """The :class:`~lightning_gnn_dist.costmodel.ComputeCosts` behind the ``"work"`` weight.
+    """The :class:`~lightning_gnn_dist.partition.work.ComputeCosts` behind the ``"work"`` weight.
 
     Fitted to the training step itself: a least-squares fit of the CPU seconds of each rank's
     training step in ``benchmarks/full_batch.py`` section (c) (R-MAT, 131,072 vertices, GCN
@@ -62,8 +60,6 @@ def reference_costs() -> ComputeCosts:
     autograd's bookkeeping); the difference is put in ``elementwise_seconds`` (per row and
     output column) next to ``calibrate``'s dense cost. Only the ratios matter. Fixed, so that
     equal graphs and settings give equal partitions on every machine."""
-    from lightning_gnn_dist.costmodel import ComputeCosts
-
     return ComputeCosts(
         aggregate_seconds=1.12e-8, dense_seconds=1.27e-10, elementwise_seconds=3.9e-8
     )
@@ -104,8 +100,6 @@ def check_widths(widths: Sequence[int] | None) -> list[int] | None:
     """
     if widths is None:
         return None
-    from lightning_gnn_dist.costmodel import gcn_layers
-
     gcn_layers(widths)
     return [int(w) for w in widths]
 
@@ -162,8 +156,6 @@ def vertex_weights(
         return nnz
     if kind == "nnz+rows":
         return np.column_stack([nnz, rows])
-    from lightning_gnn_dist.costmodel import gcn_layers
-
     layers = gcn_layers(default_widths(data) if widths is None else widths)
     costs = reference_costs()
     per_nnz = sum(layer.aggregate_width for layer in layers) * costs.aggregate_seconds

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from lightning_gnn_dist.comm import make_exchange
 from lightning_gnn_dist.comm.cached import CachedExchange
-from lightning_gnn_dist.comm.exchange import make_exchange
 from lightning_gnn_dist.data.local import build_local_partitions
 from tests.distributed import run_ranks
 from tests.helpers import random_graph
@@ -207,7 +207,7 @@ def test_bad_options_are_refused_with_the_value(option, value):
 
 def test_send_epoch_plot_is_written(tmp_path):
     pytest.importorskip("matplotlib")
-    from lightning_gnn_dist.comm.cached_plots import plot_send_epochs
+    from lightning_gnn_dist.plots.cached import plot_send_epochs
 
     logs = {"epoch-fixed 1": [(0, "l0", [0, 1]), (1, "l0", []), (2, "l0", [0, 1])]}
     path = plot_send_epochs(logs, tmp_path / "sends.png")

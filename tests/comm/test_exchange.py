@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_gnn_dist.comm.exchange import make_exchange
+from lightning_gnn_dist.comm import make_exchange
 from lightning_gnn_dist.data.local import build_local_partitions
 from lightning_gnn_dist.partition.metrics import partition_metrics
 from tests.distributed import run_ranks

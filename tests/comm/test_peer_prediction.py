@@ -4,7 +4,7 @@ prediction from the partition metrics, whose row sums are the per-rank predictio
 import numpy as np
 import pytest
 
-from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES
+from lightning_gnn_dist.comm import EXCHANGE_MODES
 from lightning_gnn_dist.partition.metrics import partition_metrics
 from tests.comm.test_exchange import WIDTH, _rank, _setup
 from tests.distributed import run_ranks

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, GraphConv, SAGEConv
 
-from lightning_gnn_dist.comm.exchange import make_exchange
+from lightning_gnn_dist.comm import make_exchange
 from lightning_gnn_dist.data.local import build_local_partitions
 from lightning_gnn_dist.data.vertex_cut import build_vertex_cut_parts
 from lightning_gnn_dist.nn import distribute, use_graph_context

@@ -5,9 +5,9 @@ import torch
 from torch_geometric.nn import SAGEConv
 from torch_geometric.utils import k_hop_subgraph, trim_to_layer
 
-from lightning_gnn_dist.data.graph_store import LocalGraphStore
-from lightning_gnn_dist.data.neighbor_loader import NeighborLoader
 from lightning_gnn_dist.data.sampler import InEdges, NeighborSampler
+from lightning_gnn_dist.loaders.graph_store import LocalGraphStore
+from lightning_gnn_dist.loaders.neighbor import NeighborLoader
 from tests.helpers import random_graph
 
 

@@ -5,13 +5,13 @@ import pytest
 import torch
 
 from lightning_gnn_dist.data.local import build_local_partitions
-from lightning_gnn_dist.data.subgraph_loader import SubgraphLoader, batch_partition
 from lightning_gnn_dist.data.subgraph_sampler import (
     SUBGRAPH_SAMPLERS,
     induced_subgraph,
     make_sampler,
     subgraph_vertices,
 )
+from lightning_gnn_dist.loaders.subgraph import SubgraphLoader, batch_partition
 from lightning_gnn_dist.partition.batch_volume import (
     batch_metrics,
     batch_volume_rows,

@@ -4,7 +4,7 @@
 
 import pytest
 
-from lightning_gnn_dist._compat import NAMESPACES, lightning_namespace
+from lightning_gnn_dist.lightning.compat import NAMESPACES, lightning_namespace
 
 
 @pytest.fixture(params=list(NAMESPACES))

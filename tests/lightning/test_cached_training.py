@@ -10,7 +10,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
-from lightning_gnn_dist.callbacks import CommunicationMonitor
+from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
 from lightning_gnn_dist.partition.metrics import projected_epoch_bytes
 from lightning_gnn_dist.partition.store import PartitionStore
 from tests.lightning.test_exactness import (

@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 
 from lightning_gnn_dist import GraphPartitionDataModule, NodeClassifier
-from lightning_gnn_dist._compat import LightningNeutral
-from lightning_gnn_dist.callbacks import CommunicationMonitor
 from lightning_gnn_dist.data import load_dataset
+from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
+from lightning_gnn_dist.lightning.compat import LightningNeutral
 from lightning_gnn_dist.partition.metrics import projected_epoch_bytes
 from lightning_gnn_dist.partition.store import PartitionStore
 from tests.helpers import fit_quietly, reference_convs

@@ -101,7 +101,7 @@ def test_timeouts_must_be_positive(name):
     ],
 )
 def test_communication_errors_are_symptoms_not_causes(error, symptom):
-    from lightning_gnn_dist.launcher import FailureReport, is_peer_failure
+    from lightning_gnn_dist.lightning.launcher import FailureReport, is_peer_failure
 
     assert is_peer_failure(error) is symptom
     report = FailureReport.from_exception(3, error)

@@ -13,7 +13,7 @@ from lightning_gnn_dist import (
     GraphPartitionDataModule,
     NodeClassifier,
 )
-from lightning_gnn_dist.callbacks import rank_timing
+from lightning_gnn_dist.lightning.callbacks import rank_timing
 
 DATASET = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
 

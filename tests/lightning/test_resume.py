@@ -9,8 +9,8 @@ import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from lightning_gnn_dist import GraphPartitionDataModule, NodeClassifier
+from lightning_gnn_dist.lightning.resume import CHECKPOINT_KEY, ResumeMismatchError, check_same_run
 from lightning_gnn_dist.partition.store import PartitionStore
-from lightning_gnn_dist.resume import CHECKPOINT_KEY, ResumeMismatchError, check_same_run
 
 DATASET = "sbm?num_nodes=240&num_classes=3&avg_degree=6&features=8&seed=1"
 OTHER_DATASET = "sbm?num_nodes=240&num_classes=3&avg_degree=6&features=8&seed=2"

@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
-from lightning_gnn_dist.batch_monitor import BatchCommunicationMonitor
 from lightning_gnn_dist.data import load_dataset
 from lightning_gnn_dist.data.subgraph_sampler import induced_subgraph, make_sampler
+from lightning_gnn_dist.lightning.batch_monitor import BatchCommunicationMonitor
 from lightning_gnn_dist.partition.batch_volume import batch_metrics
 from lightning_gnn_dist.partition.store import PartitionStore
 from tests.helpers import fit_quietly, reference_convs

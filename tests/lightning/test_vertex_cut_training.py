@@ -8,7 +8,7 @@ import pytest
 import pytorch_lightning as pl
 
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
-from lightning_gnn_dist.callbacks import CommunicationMonitor
+from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
 from lightning_gnn_dist.partition.store import PartitionStore
 from tests.helpers import fit_quietly
 from tests.lightning.test_exactness import DATASET, EPOCHS, HIDDEN, LR, Recorder, reference_run

@@ -33,7 +33,7 @@ from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.nn.models import GCN as PyGGCN
 from torch_geometric.nn.models import GraphSAGE as PyGGraphSAGE
 
-from lightning_gnn_dist.comm.exchange import make_exchange
+from lightning_gnn_dist.comm import make_exchange
 from lightning_gnn_dist.data.graph import canonicalize
 from lightning_gnn_dist.data.local import build_local_partitions
 from lightning_gnn_dist.nn import GraphContext, distribute, use_graph_context

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, GraphConv, SAGEConv
 
-from lightning_gnn_dist.comm.exchange import make_exchange
+from lightning_gnn_dist.comm import make_exchange
 from lightning_gnn_dist.data.local import build_local_partitions
 from lightning_gnn_dist.nn import GraphContext, distribute, use_graph_context
 from tests.distributed import run_ranks

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch_geometric.nn import norm as pyg_norm
 
-from lightning_gnn_dist.comm.exchange import make_exchange
+from lightning_gnn_dist.comm import make_exchange
 from lightning_gnn_dist.data.local import build_local_partitions
 from lightning_gnn_dist.nn import DistBatchNorm, GraphContext, distribute, use_graph_context
 from tests.distributed import run_ranks

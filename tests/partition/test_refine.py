@@ -3,7 +3,7 @@ import pytest
 
 from lightning_gnn_dist.data.datasets import load_dataset
 from lightning_gnn_dist.partition import get_partitioner
-from lightning_gnn_dist.partition.hypergraph import column_net_hypergraph
+from lightning_gnn_dist.partition.column_net import column_net_hypergraph
 from lightning_gnn_dist.partition.metrics import partition_metrics
 from lightning_gnn_dist.partition.refine import _NetPartCounts, refine_max_send_volume
 from tests.helpers import random_graph

@@ -17,17 +17,17 @@ from typing import Any
 import pytest
 
 import lightning_gnn_dist.partition.store as store_module
-from lightning_gnn_dist._tempdirs import _host
 from lightning_gnn_dist.cli import main
 from lightning_gnn_dist.data import load_dataset
-from lightning_gnn_dist.data.datamodule import GraphPartitionDataModule
 from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
 from lightning_gnn_dist.partition import RandomPartitioner
 from lightning_gnn_dist.partition.store import (
     PartitionStore,
     PartitionStoreError,
     partition_to_store,
 )
+from lightning_gnn_dist.utils.tempdirs import _host
 
 SPEC = "sbm?num_nodes=40&features=4&num_classes=3"
 PARTS = 2

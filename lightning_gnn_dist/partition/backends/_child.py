@@ -7,7 +7,7 @@ a temporary folder that is removed afterwards.
 
 If the calling process is killed (``SIGKILL`` included), the child dies with it (Linux
 ``PR_SET_PDEATHSIG``, set by the worker itself) and the next call removes the orphaned temporary
-folder (its name carries the dead process's id, see :mod:`lightning_gnn_dist._tempdirs`).
+folder (its name carries the dead process's id, see :mod:`lightning_gnn_dist.utils.tempdirs`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from lightning_gnn_dist.partition.hypergraph import ColumnNetHypergraph
+    from lightning_gnn_dist.partition.column_net import ColumnNetHypergraph
 
-from lightning_gnn_dist._tempdirs import make_owned_dir, remove_stale
+from lightning_gnn_dist.utils.tempdirs import make_owned_dir, remove_stale
 
 WORKER = Path(__file__).resolve().with_name("_worker.py")
 #: Prefix of the temporary folders in :func:`tempfile.gettempdir`.

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lightning_gnn_dist.partition.backends import native_seed
 from lightning_gnn_dist.partition.backends._child import partition_in_child, worker_command
+from lightning_gnn_dist.partition.base import native_seed
 
 if TYPE_CHECKING:
-    from lightning_gnn_dist.partition.hypergraph import ColumnNetHypergraph
+    from lightning_gnn_dist.partition.column_net import ColumnNetHypergraph
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "kahypar_km1.ini"
 

@@ -19,7 +19,7 @@ from lightning_gnn_dist.partition.metrics import partition_metrics
 from lightning_gnn_dist.partition.store import PartitionStore
 from tests.helpers import random_graph
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 JSON_KEYS = {
     "method",
     "num_parts",

@@ -12,11 +12,11 @@ from typing import Any
 
 from torch_geometric.data import Data
 
-from lightning_gnn_dist._compat import LightningNeutral
 from lightning_gnn_dist.data.eval_batch import split_first
 from lightning_gnn_dist.data.local import LocalPartition
-from lightning_gnn_dist.data.neighbor_loader import NeighborLoader, NeighborLoaders
-from lightning_gnn_dist.data.subgraph_loader import SubgraphLoader
+from lightning_gnn_dist.lightning.compat import LightningNeutral
+from lightning_gnn_dist.loaders.neighbor import NeighborLoader, NeighborLoaders
+from lightning_gnn_dist.loaders.subgraph import SubgraphLoader
 from lightning_gnn_dist.partition.store import FORMAT_VERSION, PartitionStore, PartitionStoreError
 
 LOADERS = ("full", "neighbor", "subgraph")
@@ -377,7 +377,7 @@ def _neighbor_loaders(
     ``setup`` together). Prefetching samples from a thread, so it gets its own group."""
     import torch.distributed as dist
 
-    from lightning_gnn_dist.data.graph_store import PartitionedGraphStore
+    from lightning_gnn_dist.loaders.graph_store import PartitionedGraphStore
 
     group = None
     if dist.is_available() and dist.is_initialized() and options["prefetch"]:

@@ -1,7 +1,7 @@
 """``NeighborLoader``: mini-batches of sampled computation graphs, PyG layout, any graph store.
 
 Single process it is a drop-in for PyG's ``NeighborLoader`` where ``pyg-lib``/``torch-sparse``
-cannot be installed; on a :class:`~lightning_gnn_dist.data.graph_store.PartitionedGraphStore`
+cannot be installed; on a :class:`~lightning_gnn_dist.loaders.graph_store.PartitionedGraphStore`
 each rank draws seeds from its own vertices (owner-compute, DistDGL).
 
 **Steps per epoch.** Every rank runs ``num_steps`` steps, by default
@@ -36,7 +36,7 @@ class NeighborLoader:
     predictions for the seeds are ``out[:batch.batch_size]``.
 
     Args:
-        store: a :class:`~lightning_gnn_dist.data.graph_store.LocalGraphStore` or
+        store: a :class:`~lightning_gnn_dist.loaders.graph_store.LocalGraphStore` or
             ``PartitionedGraphStore``.
         num_neighbors (list[int]): fan-out per hop, ``-1`` for all in-neighbours.
         input_nodes (Tensor): seed vertices, dataset ids or a ``bool`` mask over the store's

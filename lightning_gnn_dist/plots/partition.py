@@ -2,7 +2,7 @@
 
 Every function takes plain numpy arrays and returns a :class:`matplotlib.figure.Figure` built
 without ``pyplot`` (no global state, no display needed); :func:`save_figure` writes a PNG. The
-callbacks (:class:`~lightning_gnn_dist.callbacks.CommunicationMonitor` with ``plot_dir``) and
+callbacks (:class:`~lightning_gnn_dist.lightning.callbacks.CommunicationMonitor` with ``plot_dir``) and
 ``partition-compare --plot`` call them. Axes stay legible up to hundreds of ranks: at most
 :data:`MAX_TICKS` rank labels per axis, values in human units (B, kB, MB, ...).
 """

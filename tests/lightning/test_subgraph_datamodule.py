@@ -7,8 +7,8 @@ import torch
 from lightning_gnn_dist import GraphPartitionDataModule
 from lightning_gnn_dist.data import load_dataset
 from lightning_gnn_dist.data.local import build_local_partitions
-from lightning_gnn_dist.data.subgraph_loader import SubgraphLoader
 from lightning_gnn_dist.data.subgraph_sampler import make_sampler
+from lightning_gnn_dist.loaders.subgraph import SubgraphLoader
 
 DATASET = "sbm?num_nodes=200&num_classes=3&avg_degree=6&features=5&seed=1"
 

@@ -5,7 +5,7 @@ import pickle
 import pytest
 
 import lightning_gnn_dist as lgd
-from lightning_gnn_dist._compat import (
+from lightning_gnn_dist.lightning.compat import (
     LIGHTNING_PYTORCH,
     NAMESPACES,
     PYTORCH_LIGHTNING,

@@ -13,7 +13,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torchmetrics.classification import MulticlassAccuracy
 
-from lightning_gnn_dist._compat import LightningNeutral
+from lightning_gnn_dist.lightning.compat import LightningNeutral
 from lightning_gnn_dist.nn.models import build_model
 
 

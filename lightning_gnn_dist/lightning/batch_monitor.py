@@ -9,9 +9,9 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
-from lightning_gnn_dist._compat import LightningNeutral
-from lightning_gnn_dist.comm.exchange import EXCHANGE_MODES
+from lightning_gnn_dist.comm.base import EXCHANGE_MODES
 from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.lightning.compat import LightningNeutral
 from lightning_gnn_dist.partition.metrics import FLOAT32_BYTES, PartitionMetrics
 
 

@@ -6,9 +6,13 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from lightning_gnn_dist._compat import LIGHTNING_PYTORCH, PYTORCH_LIGHTNING, default_namespace
 from lightning_gnn_dist.cli import main
-from lightning_gnn_dist.training_cli import CLIError, model_namespace
+from lightning_gnn_dist.lightning.cli import CLIError, model_namespace
+from lightning_gnn_dist.lightning.compat import (
+    LIGHTNING_PYTORCH,
+    PYTORCH_LIGHTNING,
+    default_namespace,
+)
 
 pytest.importorskip("lightning")  # the user module of the examples is a lightning.pytorch module
 USER_MODULE = "examples.graphsage_lightning.Model"  # a lightning.pytorch LightningModule

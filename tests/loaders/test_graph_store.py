@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.utils import k_hop_subgraph
 
-from lightning_gnn_dist.data.graph_store import LocalGraphStore, PartitionedGraphStore
 from lightning_gnn_dist.data.local import build_local_partitions
-from lightning_gnn_dist.data.neighbor_loader import NeighborLoader
 from lightning_gnn_dist.data.sampler import stream_key
+from lightning_gnn_dist.loaders.graph_store import LocalGraphStore, PartitionedGraphStore
+from lightning_gnn_dist.loaders.neighbor import NeighborLoader
 from tests.data.test_sampler import SAGE
 from tests.distributed import run_ranks
 from tests.helpers import random_graph

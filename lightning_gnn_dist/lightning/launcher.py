@@ -42,7 +42,7 @@ from typing import Any
 import torch.distributed as dist
 from lightning_fabric.utilities.distributed import _set_num_threads_if_needed
 
-from lightning_gnn_dist._compat import LightningNeutral
+from lightning_gnn_dist.lightning.compat import LightningNeutral
 
 ENV_REPORT_DIR = "LIGHTNING_GNN_DIST_FAILURE_DIR"
 ENV_PARENT_PID = "LIGHTNING_GNN_DIST_PARENT_PID"

@@ -1,41 +1,27 @@
-"""Command line: ``partition`` and ``partition-compare`` (argparse), and the Lightning
-``fit|validate|test|predict`` commands (LightningCLI, see :mod:`lightning_gnn_dist.training_cli`).
-
-Bad input ends with exit code 2 and one ``error: ...`` line on stderr.
-"""
+"""``partition`` and ``partition-compare``: partition a graph, print paper 000's metrics, write a
+store, compare partitioners. Bad input ends with exit code 2 and one ``error: ...`` line."""
 
 from __future__ import annotations
 
 import argparse
 import ast
 import json
-import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 from rich.console import Console
-from rich.measure import Measurement
-from rich.table import Table
+
+from lightning_gnn_dist.cli.common import OneLineErrorParser, print_table
 
 PARTITION_COMMANDS = ("partition", "partition-compare")
-LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
-
-
-class _OneLineErrorParser(argparse.ArgumentParser):
-    """Usage errors as one ``error: ...`` line on stderr and exit code 2 (argparse would print
-    the whole usage block first)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
 
 
 def _partition_parser() -> argparse.ArgumentParser:
     from lightning_gnn_dist.partition import PARTITIONERS
     from lightning_gnn_dist.partition.compare import DEFAULT_METHODS
 
-    parser = _OneLineErrorParser(prog="python -m lightning_gnn_dist", description=__doc__)
+    parser = OneLineErrorParser(prog="python -m lightning_gnn_dist", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    common = _OneLineErrorParser(add_help=False)
+    common = OneLineErrorParser(add_help=False)
     common.add_argument(
         "--dataset",
         default="digits",
@@ -112,15 +98,6 @@ def _partition_parser() -> argparse.ArgumentParser:
         help="also draw the methods side by side per rank (needs the 'plot' extra)",
     )
     return parser
-
-
-def _print_table(console: Console, table: Table) -> None:
-    """Print ``table``; when stdout is not a terminal (a pipe, a file) widen the console so that
-    no column is truncated to ``…`` (rich assumes 80 columns there)."""
-    if not console.is_terminal:
-        unbounded = console.options.update_width(1 << 16)
-        console.width = max(console.width, Measurement.get(console, unbounded, table).maximum)
-    console.print(table)
 
 
 def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespace) -> None:
@@ -206,7 +183,7 @@ def run_partition_command(argv: Sequence[str]) -> int:
         if args.json:
             print(json.dumps(rows, indent=1))
         else:
-            _print_table(console, comparison_table(rows, title))
+            print_table(console, comparison_table(rows, title))
         return 0
 
     partitioner = get_partitioner(args.method, seed=args.seed, epsilon=args.epsilon, **options)
@@ -237,31 +214,5 @@ def run_partition_command(argv: Sequence[str]) -> int:
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
-        _print_table(console, metrics_table(summary, title))
+        print_table(console, metrics_table(summary, title))
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; ``argv`` defaults to ``sys.argv[1:]``."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in LIGHTNING_COMMANDS:
-        from lightning_gnn_dist.training_cli import CLIError, run_lightning_cli
-
-        # LightningCLI reads sys.argv itself; passing it again as `args` only triggers a warning.
-        try:
-            run_lightning_cli(None if argv is None else args)
-        except CLIError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        return 0
-    try:
-        return run_partition_command(args)
-    except (ValueError, OSError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except MemoryError:
-        print(
-            "error: out of memory; use a smaller dataset or a machine with more memory",
-            file=sys.stderr,
-        )
-        return 2

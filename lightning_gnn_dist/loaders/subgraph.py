@@ -31,7 +31,7 @@ import torch.distributed as dist
 from torch import Tensor
 from torch_geometric.data import Data
 
-from lightning_gnn_dist.comm.counters import CommCounter
+from lightning_gnn_dist.comm import CommCounter, P2PExchange
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.subgraph_sampler import SubgraphSampler
 
@@ -126,8 +126,6 @@ def complete_batch_partition(
         ``G[B]``; ``counts`` the global number of batch vertices in each mask
         (``{"train_mask": ..., ...}``).
     """
-    from lightning_gnn_dist.comm.exchange import P2PExchange
-
     local = [view.num_owned] + [
         int(getattr(view, key).sum()) if getattr(view, key) is not None else 0 for key in _MASKS
     ]

@@ -11,7 +11,7 @@ from lightning_gnn_dist.cli import main, parse_options
 from lightning_gnn_dist.data import load_dataset
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.metrics import partition_metrics
-from tests.test_cli import run
+from tests.cli.test_partition_commands import run
 
 SPEC = "rmat?scale=9&edge_factor=8&features=8&classes=3"
 

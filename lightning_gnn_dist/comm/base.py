@@ -1,4 +1,4 @@
-"""Halo exchange modes behind one autograd-aware interface (design §4).
+"""The halo exchange interface every mode implements (design §4), and the mode registry.
 
 Forward: a rank gives its owned rows ``[num_owned, d]`` and gets its halo rows
 ``[num_halo, d]`` (ordered like ``LocalPartition.halo_ids``). Backward: the gradients of the halo
@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-import torch
 import torch.distributed as dist
 from torch import Tensor
 from torch.autograd import Function
@@ -205,190 +204,6 @@ class _FinishExchange(Function):
         return grad_halo.new_empty(0), None
 
 
-class P2PExchange(HaloExchange):
-    """Point-to-point exchange of exactly the planned rows (paper 000 Alg. 1–2).
-
-    Per exchange a rank sends ``Σ send_counts`` rows in one message per peer that needs any and
-    receives ``num_halo`` rows; backward moves the same rows the other way.
-    """
-
-    mode = "p2p"
-
-    @staticmethod
-    def predicted_rows_sent(metrics: PartitionMetrics, direction: str) -> np.ndarray:
-        return metrics.send_rows if direction == "forward" else metrics.recv_rows
-
-    @staticmethod
-    def predicted_peer_rows(metrics: PartitionMetrics, direction: str) -> np.ndarray:
-        return metrics.peer_rows if direction == "forward" else metrics.peer_rows.T
-
-    def _post(
-        self,
-        send: Tensor,
-        send_counts: list[int],
-        recv: Tensor,
-        recv_counts: list[int],
-        send_to: list[bool] | None = None,
-        recv_from: list[bool] | None = None,
-    ) -> list:
-        """Post one message per peer with rows; ``send_to``/``recv_from`` (``[P]`` bools) skip
-        peers while keeping the buffers' per-peer layout (the ``cached`` mode uses them)."""
-        ops, offset = [], 0
-        for peer, count in enumerate(send_counts):
-            if count and (send_to is None or send_to[peer]):
-                ops.append(
-                    dist.P2POp(
-                        dist.isend, send[offset : offset + count], self._peer(peer), self.group
-                    )
-                )
-            offset += count
-        offset = 0
-        for peer, count in enumerate(recv_counts):
-            if count and (recv_from is None or recv_from[peer]):
-                ops.append(
-                    dist.P2POp(
-                        dist.irecv, recv[offset : offset + count], self._peer(peer), self.group
-                    )
-                )
-            offset += count
-        return dist.batch_isend_irecv(ops) if ops else []
-
-    def _record(
-        self, layer: str, direction: str, sent: list[int], received: list[int], like: Tensor
-    ) -> None:
-        self.counter.record(
-            layer,
-            direction,
-            rows_sent=sum(sent),
-            rows_received=sum(received),
-            width=like.size(1),
-            element_size=like.element_size(),
-            messages_sent=sum(1 for c in sent if c),
-            messages_received=sum(1 for c in received if c),
-            rows_sent_to=sent,
-        )
-
-    def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
-        send = h_owned.index_select(0, self.partition.send_index.to(h_owned.device))
-        recv = h_owned.new_empty(self.partition.num_halo, h_owned.size(1))
-        self._record(layer, "forward", self._send_counts, self._recv_counts, h_owned)
-        return Transfer(self._post(send, self._send_counts, recv, self._recv_counts), recv)
-
-    def _post_backward(self, grad_halo: Tensor, layer: str) -> Transfer:
-        recv = grad_halo.new_empty(int(self.partition.send_index.numel()), grad_halo.size(1))
-        self._record(layer, "backward", self._recv_counts, self._send_counts, grad_halo)
-        requests = self._post(grad_halo, self._recv_counts, recv, self._send_counts)
-        index = self.partition.send_index.to(grad_halo.device)
-        num_owned = self.partition.num_owned
-
-        def scatter(rows: Tensor) -> Tensor:
-            return rows.new_zeros(num_owned, rows.size(1)).index_add_(0, index, rows)
-
-        return Transfer(requests, recv, scatter)
-
-
-class BroadcastExchange(HaloExchange):
-    """CAGNET 1D baseline: every rank broadcasts its whole block; receivers keep the halo rows.
-
-    Moves ``(P − 1) · N · d`` elements per layer and direction (backward: one reduce per block).
-    Blocks are processed one root at a time, so no rank holds the whole layer input.
-    """
-
-    mode = "broadcast"
-
-    @staticmethod
-    def predicted_rows_sent(metrics: PartitionMetrics, direction: str) -> np.ndarray:
-        if direction == "forward":
-            return (metrics.num_parts - 1) * metrics.part_sizes
-        return metrics.num_nodes - metrics.part_sizes
-
-    @staticmethod
-    def predicted_peer_rows(metrics: PartitionMetrics, direction: str) -> np.ndarray:
-        # Forward: root p's block goes to every peer; backward: every peer returns a partial
-        # gradient of root q's block to q.
-        sizes = metrics.part_sizes
-        block = sizes[:, None] if direction == "forward" else sizes[None, :]
-        rows = np.broadcast_to(block, (metrics.num_parts, metrics.num_parts)).copy()
-        np.fill_diagonal(rows, 0)
-        return rows
-
-    def _blocks(self) -> list[Tensor]:
-        """Per root ``q``: local row indices (within ``q``'s block) of this rank's halo rows."""
-        if not hasattr(self, "_halo_blocks"):
-            offsets = self.partition.part_offsets
-            bounds = [0]
-            for count in self._recv_counts:
-                bounds.append(bounds[-1] + count)
-            self._halo_blocks = [
-                self.partition.halo_ids[bounds[q] : bounds[q + 1]] - offsets[q]
-                for q in range(self.world_size)
-            ]
-        return self._halo_blocks
-
-    def _block_sizes(self) -> list[int]:
-        return torch.diff(self.partition.part_offsets).tolist()
-
-    def _record(self, layer: str, direction: str, like: Tensor) -> None:
-        # Forward: this root's block goes to every peer. Backward (reduce): this rank sends a
-        # partial gradient for every other block and receives one per peer for its own.
-        sizes, peers = self._block_sizes(), self.world_size - 1
-        own, others = sizes[self.rank] * peers, sum(sizes) - sizes[self.rank]
-        sent, received = (own, others) if direction == "forward" else (others, own)
-        sent_to = [sizes[self.rank]] * len(sizes) if direction == "forward" else list(sizes)
-        sent_to[self.rank] = 0
-        self.counter.record(
-            layer,
-            direction,
-            rows_sent=sent,
-            rows_received=received,
-            width=like.size(1),
-            element_size=like.element_size(),
-            messages_sent=peers,
-            messages_received=peers,
-            rows_sent_to=sent_to,
-        )
-
-    # The collectives block, so they run inside Transfer.wait: the exchange time is measured like
-    # p2p's, and no local work could overlap them anyway.
-    def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
-        self._record(layer, "forward", h_owned)
-        return Transfer([], h_owned, self._broadcast_blocks)
-
-    def _post_backward(self, grad_halo: Tensor, layer: str) -> Transfer:
-        self._record(layer, "backward", grad_halo)
-        return Transfer([], grad_halo, self._reduce_blocks)
-
-    def _broadcast_blocks(self, h_owned: Tensor) -> Tensor:
-        """``[num_owned, d]`` → ``[num_halo, d]``: one broadcast per root, halo rows kept."""
-        halo = [h_owned.new_empty(0, h_owned.size(1))]
-        if self.world_size == 1:
-            return halo[0]
-        for root, (size, rows) in enumerate(zip(self._block_sizes(), self._blocks(), strict=True)):
-            block = h_owned if root == self.rank else h_owned.new_empty(size, h_owned.size(1))
-            dist.broadcast(block, src=self._peer(root), group=self.group)
-            if root != self.rank:
-                halo.append(block.index_select(0, rows.to(block.device)))
-        return torch.cat(halo)
-
-    def _reduce_blocks(self, grad_halo: Tensor) -> Tensor:
-        """``[num_halo, d]`` → ``[num_owned, d]``: one sum-reduce of a dense block per root."""
-        grad_owned = grad_halo.new_zeros(self.partition.num_owned, grad_halo.size(1))
-        if self.world_size == 1:
-            return grad_owned
-        offset = 0
-        for root, (size, rows) in enumerate(zip(self._block_sizes(), self._blocks(), strict=True)):
-            block = (
-                grad_owned if root == self.rank else grad_halo.new_zeros(size, grad_halo.size(1))
-            )
-            if root != self.rank:
-                block.index_add_(
-                    0, rows.to(block.device), grad_halo[offset : offset + rows.numel()]
-                )
-                offset += rows.numel()
-            dist.reduce(block, dst=self._peer(root), group=self.group)
-        return grad_owned
-
-
 def _modes_for(kind: str) -> str:
     return ", ".join(sorted(m for m, c in EXCHANGE_MODES.items() if c.partition_kind == kind))
 
@@ -424,9 +239,3 @@ def make_exchange(
     staleness settings)."""
     cls, parsed = resolve_exchange_mode(mode)
     return cls(partition, counter=counter, group=group, **parsed, **options)
-
-
-# The modes built on the classes above register themselves on import: the approximate
-# ``cached`` mode (SANCUS) and the vertex-cut modes (cd-0, cd-<r>, 0c).
-from lightning_gnn_dist.comm import cached as _cached  # noqa: E402, F401
-from lightning_gnn_dist.comm import vertex_cut as _vertex_cut  # noqa: E402, F401

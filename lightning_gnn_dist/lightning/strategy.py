@@ -19,15 +19,13 @@ from lightning_fabric.utilities.seed import reset_seed
 from torch import Tensor
 from torch_geometric.data import Data
 
-from lightning_gnn_dist._compat import NAMESPACES, LightningNeutral
+from lightning_gnn_dist.comm.base import HaloExchange, make_exchange, resolve_exchange_mode
 from lightning_gnn_dist.comm.cached import check_cache_options
 from lightning_gnn_dist.comm.counters import CommCounter
-from lightning_gnn_dist.comm.exchange import HaloExchange, make_exchange, resolve_exchange_mode
 from lightning_gnn_dist.data.local import LocalPartition
-from lightning_gnn_dist.launcher import GNNSubprocessLauncher
-from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
-from lightning_gnn_dist.nn.distribute import distribute
-from lightning_gnn_dist.resume import (
+from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral
+from lightning_gnn_dist.lightning.launcher import GNNSubprocessLauncher
+from lightning_gnn_dist.lightning.resume import (
     CHECKPOINT_KEY,
     FORMAT_VERSION,
     check_same_run,
@@ -35,6 +33,8 @@ from lightning_gnn_dist.resume import (
     run_identity,
     set_rng_state,
 )
+from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
+from lightning_gnn_dist.nn.distribute import distribute
 
 STAGES = ("train", "validate", "test", "predict")
 
@@ -52,9 +52,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
       ``batch.train_mask`` rows (what single-process code computes); it is multiplied by
       ``local train count / global train count``. With ``"sum"`` it is used as is;
     * checkpoints also hold every rank's RNG and exchange state and the run's identity, so a
-      resumed fit continues exactly (:mod:`lightning_gnn_dist.resume`);
+      resumed fit continues exactly (:mod:`lightning_gnn_dist.lightning.resume`);
     * under the popen launcher a failing rank is reported once, as one line, and no child rank
-      outlives the job (:mod:`lightning_gnn_dist.launcher`).
+      outlives the job (:mod:`lightning_gnn_dist.lightning.launcher`).
 
     With ``GraphPartitionDataModule(loader="neighbor")`` (owner-compute mini-batches, DistDGL)
     the model runs unchanged on each rank's sampled batch: no halo exchange runs inside the

@@ -25,15 +25,15 @@ from typing import Any
 
 import yaml
 
-import lightning_gnn_dist  # noqa: F401  (registers the gnn_ddp strategies)
-from lightning_gnn_dist._compat import (
+import lightning_gnn_dist.lightning.strategy  # noqa: F401  (registers the gnn_ddp strategies)
+from lightning_gnn_dist.lightning.compat import (
     NAMESPACES,
     default_namespace,
     lightning_classes,
     lightning_namespace,
     namespace_of,
 )
-from lightning_gnn_dist.data.datamodule import GraphPartitionDataModule
+from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
 
 DEFAULT_MODEL = "lightning_gnn_dist.NodeClassifier"
 

@@ -13,8 +13,8 @@ from lightning_utilities.core.rank_zero import rank_zero_only  # what both names
 from rich.console import Console
 from rich.table import Table
 
-from lightning_gnn_dist._compat import LightningNeutral
 from lightning_gnn_dist.comm.cached import STATISTIC_FIELDS
+from lightning_gnn_dist.lightning.compat import LightningNeutral
 
 if TYPE_CHECKING:  # annotations only; the classes work with either namespace
     import pytorch_lightning as pl
@@ -72,7 +72,7 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     For each ``(layer, direction)`` it logs under ``comm/<layer>/<direction>/``: ``bytes_total``
     (summed over ranks), ``bytes_avg`` and ``bytes_max`` (per rank), ``predicted_bytes_total``
     (from the partition metrics and the exchange mode; ``-1`` with ``loader="subgraph"``, whose
-    batches have plans of their own: use :class:`~lightning_gnn_dist.batch_monitor.
+    batches have plans of their own: use :class:`~lightning_gnn_dist.lightning.batch_monitor.
     BatchCommunicationMonitor` there), ``messages_avg``/``messages_max`` and
     ``seconds_max`` (time waiting for the exchange). Per epoch it also logs
     ``comm/seconds_avg``/``comm/seconds_max`` and ``comm/compute_seconds_avg`` (training step time
@@ -262,7 +262,7 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         bytes per rank pair (measured next to predicted; left out when the exchange mode does not
         count bytes per receiving rank) and per-rank balance (``metrics`` gives owned vertices and
         non-zeros), and seconds and bytes over all epochs."""
-        from lightning_gnn_dist import plots
+        from lightning_gnn_dist.plots import partition as plots
 
         last = self.rank_history[-1]
         epoch = last["epoch"]

@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch import Tensor
 from torch_geometric.data import Data
 
-from lightning_gnn_dist.comm.counters import CommCounter
+from lightning_gnn_dist.comm import CommCounter, make_exchange
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.sampler import InEdges
 
@@ -124,8 +124,6 @@ class PartitionedGraphStore:
 
     def _halo_dataset_ids(self) -> Tensor:
         """Dataset ids of the halo vertices, from their owners (one p2p halo exchange)."""
-        from lightning_gnn_dist.comm.exchange import make_exchange  # comm imports data
-
         exchange = make_exchange("p2p", self.partition, CommCounter(), self.group)
         ids = self.partition.global_ids.view(-1, 1)
         return exchange(ids, "setup").view(-1)

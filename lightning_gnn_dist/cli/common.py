@@ -1,0 +1,28 @@
+"""What every command of ``python -m lightning_gnn_dist`` shares: one-line usage errors, tables
+that are never truncated."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Usage errors as one ``error: ...`` line on stderr and exit code 2 (argparse would print
+    the whole usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print ``table``; when stdout is not a terminal (a pipe, a file) widen the console so that
+    no column is truncated to ``…`` (rich assumes 80 columns there)."""
+    if not console.is_terminal:
+        unbounded = console.options.update_width(1 << 16)
+        console.width = max(console.width, Measurement.get(console, unbounded, table).maximum)
+    console.print(table)

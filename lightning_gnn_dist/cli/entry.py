@@ -1,0 +1,41 @@
+"""``python -m lightning_gnn_dist``: the command dispatcher.
+
+``partition`` and ``partition-compare`` are argparse commands (:mod:`.partition`);
+``fit|validate|test|predict`` are the LightningCLI (:mod:`lightning_gnn_dist.lightning.cli`).
+Bad input ends with exit code 2 and one ``error: ...`` line on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from lightning_gnn_dist.cli.partition import run_partition_command
+
+LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; ``argv`` defaults to ``sys.argv[1:]``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in LIGHTNING_COMMANDS:
+        from lightning_gnn_dist.lightning.cli import CLIError, run_lightning_cli
+
+        # LightningCLI reads sys.argv itself; passing it again as `args` only triggers a warning.
+        try:
+            run_lightning_cli(None if argv is None else args)
+        except CLIError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        return 0
+    try:
+        return run_partition_command(args)
+    except (ValueError, OSError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(
+            "error: out of memory; use a smaller dataset or a machine with more memory",
+            file=sys.stderr,
+        )
+        return 2

@@ -1,0 +1,52 @@
+"""Communication between ranks: one module per exchange mode, all behind :class:`HaloExchange`.
+
+Importing the package registers every mode in :data:`EXCHANGE_MODES` (each subclass registers
+itself; :mod:`~lightning_gnn_dist.comm.base` imports none of them):
+
+============== ======================================================= =========================
+mode           what moves per layer and direction                      module
+============== ======================================================= =========================
+``p2p``        exactly the planned halo rows, one message per peer      :mod:`.p2p`
+``broadcast``  every rank's whole block to every other rank              :mod:`.broadcast`
+``cached``     ``p2p``/``broadcast`` rounds skipped within a staleness  :mod:`.cached`
+               bound (SANCUS)
+``cd-0``       partial aggregates of split vertices (vertex cut)         :mod:`.vertex_cut`
+``cd-<r>``     the same, delayed ``r`` epochs in bins                    :mod:`.vertex_cut`
+``0c``         nothing                                                   :mod:`.vertex_cut`
+============== ======================================================= =========================
+"""
+
+from lightning_gnn_dist.comm.base import (
+    EXCHANGE_MODES,
+    HaloExchange,
+    PendingHalo,
+    Transfer,
+    make_exchange,
+    resolve_exchange_mode,
+)
+from lightning_gnn_dist.comm.broadcast import BroadcastExchange
+from lightning_gnn_dist.comm.cached import CachedExchange
+from lightning_gnn_dist.comm.counters import CommCounter, Traffic
+from lightning_gnn_dist.comm.p2p import P2PExchange
+from lightning_gnn_dist.comm.vertex_cut import (
+    DelayedPartialAggregateSync,
+    NoSync,
+    PartialAggregateSync,
+)
+
+__all__ = [
+    "EXCHANGE_MODES",
+    "BroadcastExchange",
+    "CachedExchange",
+    "CommCounter",
+    "DelayedPartialAggregateSync",
+    "HaloExchange",
+    "NoSync",
+    "P2PExchange",
+    "PartialAggregateSync",
+    "PendingHalo",
+    "Traffic",
+    "Transfer",
+    "make_exchange",
+    "resolve_exchange_mode",
+]

@@ -1,0 +1,20 @@
+"""The Lightning floor: the only package of ``lightning_gnn_dist`` that imports Lightning.
+
+============================ ===================================================================
+module                       what it holds
+============================ ===================================================================
+:mod:`.compat`               one decision between ``lightning.pytorch`` and ``pytorch_lightning``
+:mod:`.strategy`             :class:`~.strategy.GNNStrategy` (``gnn_ddp``, ``gnn_ddp_spawn``,
+                             ``gnn_ddp_fork``): process groups, exchange, gradient sync
+:mod:`.datamodule`           :class:`~.datamodule.GraphPartitionDataModule`: partition once, load
+                             the rank's part, serve full-batch or mini-batch loaders
+:mod:`.callbacks`            communication table, partition report, prediction writer
+:mod:`.batch_monitor`        per-batch communication of mini-batch loaders
+:mod:`.module`               :class:`~.module.NodeClassifier`, the reference LightningModule
+:mod:`.launcher`             the subprocess launcher: one-line rank failures, clean exits
+:mod:`.resume`               what a checkpoint holds beyond Lightning's own state
+:mod:`.cli`                  the LightningCLI behind ``python -m lightning_gnn_dist fit``
+============================ ===================================================================
+
+The user-facing classes are importable from :mod:`lightning_gnn_dist` itself, namespace-neutral.
+"""
