@@ -52,7 +52,7 @@ class LocalPartition:
             (owned row ``send_index[e]`` → its peer) are ``send_edge_targets[offsets[e]:offsets[e+1]]``.
         send_edge_targets: original ids of the peer's vertices each send entry's row feeds. With
             the two ``halo_*``/``send_edge_*`` fields a rank restricts its plans to a sampled
-            subgraph without global structure (``data.subgraph_loader``).
+            subgraph without global structure (``loaders.subgraph``).
     """
 
     part_id: int

@@ -284,7 +284,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 return
         if context is None:
             raise RuntimeError("GNNStrategy.setup has not run: no graph context")
-        # A sampled-subgraph batch carries its own plan (data.subgraph_loader): run the same
+        # A sampled-subgraph batch carries its own plan (loaders.subgraph): run the same
         # exchange mode on it.
         view = getattr(batch, "local_partition", None) if isinstance(batch, Data) else None
         if view is not None:
