@@ -23,7 +23,8 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.autograd import Function
 
-from lightning_gnn_dist.comm.counters import CommCounter
+from lightning_gnn_dist.comm.codec import CONTROL_LAYER, IDENTITY, Codec, CodecPolicy, row_bytes
+from lightning_gnn_dist.comm.counters import CommCounter, Traffic
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.partition.metrics import PartitionMetrics
 
@@ -44,6 +45,12 @@ class Transfer:
         if self._on_done is not None:
             self.result, self._on_done = self._on_done(self.result), None
         return self.result
+
+    def then(self, step) -> Transfer:
+        """This transfer with ``step`` applied to its result after its own ``on_done``."""
+        first = self._on_done
+        self._on_done = step if first is None else (lambda result: step(first(result)))
+        return self
 
 
 @dataclass
@@ -68,6 +75,11 @@ class HaloExchange(ABC):
         partition: this rank's :class:`LocalPartition`.
         counter: where bytes and messages are recorded. (default: a new :class:`CommCounter`)
         group: process group whose ranks are the parts. (default: the world group)
+        codec: how rows travel in training rounds: a
+            :class:`~lightning_gnn_dist.comm.codec.CodecPolicy` or its spec (``"fp32"``,
+            ``"fp16"``, ``"bf16"``, ``"int8"``, ``"int4"``, ``"adaptive"``, or a mapping per
+            direction or layer). Evaluation rounds (``begin_round(None)``) always send ``fp32``.
+            (default: ``"fp32"``, rows as they are)
     """
 
     mode: ClassVar[str] = ""
@@ -76,7 +88,11 @@ class HaloExchange(ABC):
     """The partition kind the mode runs on (``"vertex"`` or ``"vertex-cut"``)."""
 
     def __init__(
-        self, partition: LocalPartition, counter: CommCounter | None = None, group=None
+        self,
+        partition: LocalPartition,
+        counter: CommCounter | None = None,
+        group=None,
+        codec: CodecPolicy | str | dict | None = None,
     ) -> None:
         kind = getattr(partition, "kind", "vertex")
         if kind != self.partition_kind:
@@ -88,6 +104,8 @@ class HaloExchange(ABC):
         self.partition = partition
         self.counter = counter if counter is not None else CommCounter()
         self.group = group
+        self.codec_policy = CodecPolicy.coerce("fp32" if codec is None else codec)
+        self._training = True  # evaluation rounds send fp32 whatever the codec
         self.rank = partition.part_id
         self.world_size = partition.num_parts
         self._send_counts = partition.send_counts.tolist()
@@ -128,9 +146,20 @@ class HaloExchange(ABC):
 
     def begin_round(self, epoch: int | None) -> None:
         """Called by the strategy before every step: ``epoch`` in training, ``None`` in
-        validation/test/predict. Exact modes ignore it; approximate ones (``cached``) use it as
-        the version stamp and exchange exactly when it is ``None``."""
-        return None
+        validation/test/predict. The codec applies to training rounds only (and the adaptive
+        codec re-chooses its bit-widths at the first round of an epoch); approximate modes
+        (``cached``) also use it as the version stamp and exchange exactly when it is ``None``.
+        Collective when the codec is adaptive."""
+        self._training = epoch is not None
+        self.codec_policy.begin_round(epoch, self.group, self.counter)
+
+    def _codec(self, layer: str, direction: str) -> Codec:
+        """The codec of this round's ``(layer, direction)`` messages (``fp32`` outside training)."""
+        return self.codec_policy.codec(layer, direction) if self._training else IDENTITY
+
+    def _encode(self, codec: Codec, rows: Tensor, layer: str, direction: str) -> Tensor:
+        """``[n, d]`` rows → their wire form under ``codec`` (this rank's random stream)."""
+        return self.codec_policy.encode(codec, rows, layer, direction, self.rank)
 
     def state_dict(self) -> dict:
         """This rank's exchange state that a resumed run needs to continue exactly where it
@@ -156,6 +185,19 @@ class HaloExchange(ABC):
         """``[P, P]`` rows rank ``p`` sends to rank ``q`` per exchange in ``direction``, from the
         partition metrics (``None``: this mode makes no per-pair prediction)."""
         return None
+
+    def predicted_bytes_sent(
+        self, metrics: PartitionMetrics, layer: str, direction: str, traffic: Traffic
+    ) -> np.ndarray:
+        """``[P]`` bytes each rank sends in ``traffic.calls`` exchanges of ``(layer,
+        direction)``: the predicted rows times the bytes per row of the codec ``traffic``
+        records (what :class:`~lightning_gnn_dist.lightning.callbacks.CommunicationMonitor`
+        compares with the counters). The adaptive codec's agreement (layer
+        :data:`~lightning_gnn_dist.comm.codec.CONTROL_LAYER`) is one row of float64 per rank."""
+        if layer == CONTROL_LAYER:
+            return np.full(metrics.num_parts, traffic.width * 8 * traffic.calls)
+        rows = self.predicted_rows_sent(metrics, direction)
+        return rows * traffic_row_bytes(traffic) * traffic.calls
 
     @abstractmethod
     def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
@@ -204,6 +246,11 @@ class _FinishExchange(Function):
         return grad_halo.new_empty(0), None
 
 
+def traffic_row_bytes(traffic: Traffic) -> int:
+    """Bytes per row of ``traffic``'s width under the codec it records (``fp32`` by default)."""
+    return row_bytes(traffic.codec or "fp32", traffic.width)
+
+
 def _modes_for(kind: str) -> str:
     return ", ".join(sorted(m for m, c in EXCHANGE_MODES.items() if c.partition_kind == kind))
 
@@ -232,10 +279,11 @@ def make_exchange(
     partition: LocalPartition,
     counter: CommCounter | None = None,
     group=None,
+    codec: CodecPolicy | str | dict | None = None,
     **options,
 ) -> HaloExchange:
     """Build the exchange ``mode`` (``p2p``, ``broadcast``, ``cached``; on a vertex cut
-    ``cd-0``, ``cd-<r>``, ``0c``); ``options`` go to its constructor (e.g. the ``cached`` mode's
-    staleness settings)."""
+    ``cd-0``, ``cd-<r>``, ``0c``) with ``codec`` (see :class:`HaloExchange`); ``options`` go to
+    its constructor (e.g. the ``cached`` mode's staleness settings)."""
     cls, parsed = resolve_exchange_mode(mode)
-    return cls(partition, counter=counter, group=group, **parsed, **options)
+    return cls(partition, counter=counter, group=group, codec=codec, **parsed, **options)

@@ -1,0 +1,539 @@
+"""Message codecs: how exchanged rows travel on the wire (issue 22; AdaQP, Sancus^q).
+
+Every exchange mode moves ``[rows, d]`` float blocks. A :class:`Codec` turns such a block into a
+*wire* tensor of one row per input row (so a transport can slice it per peer exactly as it slices
+the rows) and back:
+
+========= ============================================== ==================================
+codec     wire row of a ``d``-wide float32 row            bytes per row
+========= ============================================== ==================================
+``fp32``  the row itself (nothing is converted)           ``4·d``
+``fp16``  IEEE half, stochastically rounded               ``2·d``
+``bf16``  bfloat16, stochastically rounded                ``2·d``
+``int8``  ``d`` codes + bf16 zero point + bf16 scale      ``d + 4``
+``int4``  ``d`` codes packed two per byte + the same      ``ceil(d/2) + 4``
+========= ============================================== ==================================
+
+Integer codecs quantise each row with its own zero point ``m`` and scale ``s`` (AdaQP's per-row
+min/max): ``q = floor((x − m)/s + u)`` with ``u ~ U[0, 1)``, decoded as ``m + q·s``. ``m`` is
+rounded *down* and ``s`` *up* to bfloat16 before use, so every ``x`` lies in
+``[m, m + (2^b − 1)·s]`` and the decoded row is unbiased: ``E[decode(encode(x))] = x`` (up to
+float32 rounding of the arithmetic). The half-precision codecs round stochastically too
+(probability proportional to the distance to each neighbour), so every lossy codec is unbiased;
+``fp16`` saturates at ±65504 instead of overflowing. The random numbers come from a generator
+per message (:meth:`CodecPolicy.generator`: seed, rank, layer, direction and a per-message
+counter), so a run is repeatable for a seed.
+
+:class:`CodecPolicy` says which codec each message uses: one name for everything, one per
+direction (``{"forward": "int8", "backward": "bf16"}``), or one per layer (``{"convs.0":
+"fp32", "*": "int8"}``, values a name or a per-direction mapping). ``"adaptive"`` picks, per
+``(layer, direction)`` and epoch, ``int4`` where the variance that ``int4`` rounding would add to
+the layer's messages in the previous epoch stays within ``tolerance`` of their squared norm, and
+``int8`` elsewhere (AdaQP's variance criterion, per layer instead of per message group); all ranks
+agree through one small collective per epoch, counted as layer :data:`CONTROL_LAYER`.
+
+The transports call the codec (``comm.p2p``, ``comm.broadcast``, ``comm.cached``,
+``comm.vertex_cut``, the neighbour loader's feature fetch, and :func:`all_to_all_rows` for any
+``all_to_all`` of rows); the counters record the encoded bytes (payload plus zero points and
+scales).
+"""
+
+from __future__ import annotations
+
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from lightning_gnn_dist.data.sampler import hash_keys
+
+DIRECTIONS = ("forward", "backward")
+ADAPTIVE = "adaptive"
+ADAPTIVE_LADDER = ("int4", "int8")
+"""Codecs ``"adaptive"`` chooses from, lowest bit-width first."""
+CONTROL_LAYER = "codec"
+"""Counter layer of the adaptive codec's per-epoch agreement (direction ``"control"``)."""
+DEFAULT_TOLERANCE = 0.01
+"""Default relative variance ``E‖Q(x) − x‖² / ‖x‖²`` that ``"adaptive"`` accepts from int4."""
+
+
+class Codec(ABC):
+    """Encodes ``[rows, d]`` float rows into a wire tensor ``[rows, row_bytes(d)]`` and back."""
+
+    name: ClassVar[str] = ""
+    lossless: ClassVar[bool] = False
+
+    @abstractmethod
+    def row_bytes(self, width: int, element_size: int = 4) -> int:
+        """Bytes on the wire per row of ``width`` elements of ``element_size`` bytes."""
+
+    def message_bytes(self, rows: int, width: int, element_size: int = 4) -> int:
+        """Bytes on the wire of ``rows`` rows (payload plus zero points and scales)."""
+        return rows * self.row_bytes(width, element_size)
+
+    @abstractmethod
+    def encode(self, rows: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """``[n, d]`` float rows → ``[n, row_bytes(d)]`` wire (``uint8``; ``fp32``: the rows)."""
+
+    @abstractmethod
+    def decode(self, wire: Tensor, width: int, dtype: torch.dtype = torch.float32) -> Tensor:
+        """``[n, row_bytes(width)]`` wire → ``[n, width]`` rows of ``dtype``."""
+
+    def empty(self, rows: int, width: int, like: Tensor) -> Tensor:
+        """A receive buffer for ``rows`` encoded rows of ``width`` (device of ``like``)."""
+        return torch.empty(
+            rows, self.row_bytes(width, like.element_size()), dtype=torch.uint8, device=like.device
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class IdentityCodec(Codec):
+    """``fp32``: rows travel as they are (bit-identical to an exchange without a codec)."""
+
+    name = "fp32"
+    lossless = True
+
+    def row_bytes(self, width: int, element_size: int = 4) -> int:
+        return width * element_size
+
+    def encode(self, rows: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        return rows
+
+    def decode(self, wire: Tensor, width: int, dtype: torch.dtype = torch.float32) -> Tensor:
+        return wire
+
+    def empty(self, rows: int, width: int, like: Tensor) -> Tensor:
+        return like.new_empty(rows, width)
+
+
+class HalfCodec(Codec):
+    """``fp16`` / ``bf16`` with stochastic rounding: 2 bytes per element, unbiased."""
+
+    def __init__(self, name: str, dtype: torch.dtype) -> None:
+        self.name, self.dtype = name, dtype
+
+    def row_bytes(self, width: int, element_size: int = 4) -> int:
+        return 2 * width
+
+    def encode(self, rows: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        rows = rows.float()
+        if self.dtype == torch.bfloat16:
+            half = _stochastic_bf16(rows, generator)
+        else:
+            half = _stochastic_fp16(rows, generator)
+        return half.contiguous().view(torch.uint8).view(rows.size(0), -1)
+
+    def decode(self, wire: Tensor, width: int, dtype: torch.dtype = torch.float32) -> Tensor:
+        return wire.contiguous().view(self.dtype).view(wire.size(0), width).to(dtype)
+
+
+class IntCodec(Codec):
+    """``int8`` / ``int4``: per-row stochastic integer quantisation with bf16 zero point and
+    scale (AdaQP); ``int4`` codes are packed two per byte (low nibble first)."""
+
+    def __init__(self, bits: int) -> None:
+        self.bits, self.name = bits, f"int{bits}"
+        self.levels = 2**bits - 1
+
+    def _payload(self, width: int) -> int:
+        return width if self.bits == 8 else (width + 1) // 2
+
+    def row_bytes(self, width: int, element_size: int = 4) -> int:
+        return self._payload(width) + 4
+
+    def encode(self, rows: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        rows = rows.float()
+        n, width = rows.shape
+        if n == 0:
+            return torch.empty(0, self.row_bytes(width), dtype=torch.uint8, device=rows.device)
+        zero = _bf16_toward(rows.amin(1), down=True)
+        zero_f = zero.float()
+        scale = _bf16_toward((rows.amax(1) - zero_f) / self.levels, down=False)
+        scale_f = scale.float()
+        safe = torch.where(scale_f > 0, scale_f, torch.ones_like(scale_f))
+        t = (rows - zero_f[:, None]) / safe[:, None]
+        noise = torch.rand(rows.shape, generator=generator, device=rows.device)
+        codes = torch.floor(t + noise).clamp_(0, self.levels)
+        codes = torch.where(scale_f[:, None] > 0, codes, torch.zeros_like(codes)).to(torch.uint8)
+        if self.bits == 4:
+            if width % 2:
+                codes = torch.cat([codes, codes.new_zeros(n, 1)], 1)
+            codes = codes[:, 0::2] | (codes[:, 1::2] << 4)
+        params = torch.stack([zero, scale], 1).contiguous().view(torch.uint8).view(n, 4)
+        return torch.cat([codes, params], 1)
+
+    def decode(self, wire: Tensor, width: int, dtype: torch.dtype = torch.float32) -> Tensor:
+        payload = self._payload(width)
+        codes = wire[:, :payload]
+        if self.bits == 4:
+            codes = torch.stack([codes & 0x0F, codes >> 4], 2).view(wire.size(0), -1)[:, :width]
+        params = wire[:, payload:].contiguous().view(torch.bfloat16).float()
+        return (params[:, :1] + codes.float() * params[:, 1:]).to(dtype)
+
+
+CODECS: dict[str, Codec] = {
+    codec.name: codec
+    for codec in (
+        IdentityCodec(),
+        HalfCodec("fp16", torch.float16),
+        HalfCodec("bf16", torch.bfloat16),
+        IntCodec(8),
+        IntCodec(4),
+    )
+}
+"""The codecs by name."""
+IDENTITY = CODECS["fp32"]
+CODEC_NAMES = (*CODECS, ADAPTIVE)
+
+
+def get_codec(name: str) -> Codec:
+    """The codec ``name`` (``fp32``, ``fp16``, ``bf16``, ``int8``, ``int4``).
+
+    Raises:
+        ValueError: unknown name (the message lists the known ones).
+    """
+    if name not in CODECS:
+        raise ValueError(f"unknown codec {name!r}; choose one of {', '.join(CODECS)}")
+    return CODECS[name]
+
+
+# -- rounding helpers ----------------------------------------------------------------------------
+def _bf16_toward(x: Tensor, down: bool) -> Tensor:
+    """``[n]`` float32 → bfloat16 rounded toward −inf (``down``) or +inf: the nearest bf16
+    that is ``≤ x`` (``≥ x``)."""
+    nearest = x.to(torch.bfloat16)
+    wrong = nearest.float() > x if down else nearest.float() < x
+    return torch.where(wrong, _bf16_step(nearest, up=not down), nearest)
+
+
+def _bf16_step(values: Tensor, up: bool) -> Tensor:
+    """The next bf16 above (``up``) or below each value, through its float32 bit pattern
+    (bf16 is the upper half of float32; sign and magnitude are stored separately)."""
+    bits = values.float().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    negative = (bits >> 31) == 1
+    magnitude = (bits >> 16) & 0x7FFF
+    grow = negative != up  # moving away from zero
+    at_zero = (magnitude == 0) & ~grow
+    magnitude = torch.where(grow, magnitude + 1, magnitude - 1)
+    negative = torch.where(at_zero, ~negative, negative)
+    magnitude = torch.where(at_zero, torch.ones_like(magnitude), magnitude)
+    pattern = ((negative.to(torch.int64) << 15) | magnitude) << 16
+    pattern = torch.where(pattern >= 2**31, pattern - 2**32, pattern).to(torch.int32)
+    return pattern.view(torch.float32).to(torch.bfloat16)
+
+
+def _stochastic_bf16(x: Tensor, generator: torch.Generator | None) -> Tensor:
+    """float32 → bfloat16 rounded up in magnitude with probability equal to the dropped
+    fraction of the 16 low mantissa bits (unbiased)."""
+    noise = torch.randint(0, 1 << 16, x.shape, generator=generator, device=x.device)
+    bits = (x.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF) + noise
+    exponent_all_ones = (x.view(torch.int32).to(torch.int64) & 0x7F800000) == 0x7F800000
+    bits = torch.where(exponent_all_ones, x.view(torch.int32).to(torch.int64) & 0xFFFFFFFF, bits)
+    bits = bits & 0xFFFF0000
+    bits = torch.where(bits >= 2**31, bits - 2**32, bits).to(torch.int32)
+    return bits.view(torch.float32).to(torch.bfloat16)
+
+
+def _stochastic_fp16(x: Tensor, generator: torch.Generator | None) -> Tensor:
+    """float32 → float16 rounded to the neighbour below or above with probability
+    proportional to closeness (unbiased within ±65504; beyond, it saturates)."""
+    nearest = x.to(torch.float16)
+    nearest_f = nearest.float()
+    other = torch.where(nearest_f > x, _fp16_step(nearest, up=False), _fp16_step(nearest, up=True))
+    other_f = other.float()
+    low = torch.minimum(nearest_f, other_f)
+    high = torch.maximum(nearest_f, other_f)
+    gap = high - low
+    p_high = torch.where(
+        torch.isfinite(gap) & (gap > 0), (x - low) / gap, torch.zeros_like(x)
+    ).clamp_(0, 1)
+    noise = torch.rand(x.shape, generator=generator, device=x.device)
+    result = torch.where(noise < p_high, high, low)
+    exact = (nearest_f == x) | torch.isnan(x)
+    result = torch.where(exact, nearest_f, result)
+    finite = torch.finfo(torch.float16).max
+    return result.clamp(-finite, finite).where(~torch.isnan(x), x).to(torch.float16)
+
+
+def _fp16_step(values: Tensor, up: bool) -> Tensor:
+    """The next float16 above (``up``) or below each value (sign-magnitude bit pattern)."""
+    bits = values.view(torch.int16).to(torch.int64) & 0xFFFF
+    negative = (bits >> 15) == 1
+    magnitude = bits & 0x7FFF
+    grow = negative != up
+    at_zero = (magnitude == 0) & ~grow
+    magnitude = torch.where(grow, (magnitude + 1).clamp(max=0x7C00), magnitude - 1)
+    negative = torch.where(at_zero, ~negative, negative)
+    magnitude = torch.where(at_zero, torch.ones_like(magnitude), magnitude)
+    pattern = (negative.to(torch.int64) << 15) | magnitude
+    pattern = torch.where(pattern >= 2**15, pattern - 2**16, pattern).to(torch.int16)
+    return pattern.view(torch.float16)
+
+
+def quantisation_variance(rows: Tensor, bits: int) -> tuple[float, float]:
+    """``(E‖Q(x) − x‖², ‖x‖²)`` of stochastic ``bits``-bit per-row quantisation of ``[n, d]``
+    ``rows`` (exact for the unrounded zero point and scale: ``Σ s² f (1 − f)`` with ``f`` the
+    fractional code)."""
+    if rows.numel() == 0:
+        return 0.0, 0.0
+    rows = rows.detach().float()
+    low = rows.amin(1, keepdim=True)
+    scale = (rows.amax(1, keepdim=True) - low) / (2**bits - 1)
+    t = (rows - low) / torch.where(scale > 0, scale, torch.ones_like(scale))
+    fraction = t - torch.floor(t)
+    error = (scale.square() * fraction * (1 - fraction)).sum()
+    return float(error), float(rows.square().sum())
+
+
+# -- policy ----------------------------------------------------------------------------------------
+def _check_name(name: Any, where: str) -> str:
+    if not isinstance(name, str) or name not in CODEC_NAMES:
+        raise ValueError(
+            f"{where}: unknown codec {name!r}; choose one of {', '.join(CODEC_NAMES)} "
+            "(or a mapping per direction 'forward'/'backward', or per layer name with '*' for "
+            "the rest)"
+        )
+    return name
+
+
+def _per_direction(value: Any, where: str) -> dict[str, str]:
+    if isinstance(value, str):
+        name = _check_name(value, where)
+        return dict.fromkeys(DIRECTIONS, name)
+    if isinstance(value, Mapping):
+        unknown = set(value) - set(DIRECTIONS)
+        if unknown:
+            raise ValueError(
+                f"{where}: unknown direction(s) {sorted(unknown)}; use 'forward' and/or "
+                "'backward' (the other defaults to 'fp32')"
+            )
+        return {d: _check_name(value.get(d, "fp32"), f"{where}[{d!r}]") for d in DIRECTIONS}
+    raise ValueError(
+        f"{where}: a codec is a name ({', '.join(CODEC_NAMES)}) or a mapping "
+        f"{{'forward': ..., 'backward': ...}} (got {type(value).__name__} {value!r})"
+    )
+
+
+def parse_codec_spec(spec: Any) -> dict[str, dict[str, str]]:
+    """``{layer or "*": {"forward": name, "backward": name}}`` from a codec spec.
+
+    Accepted: a name; ``{"forward": name, "backward": name}`` (a missing direction is
+    ``fp32``); ``{layer: name or per-direction mapping, "*": default}`` (layers not listed and no
+    ``"*"``: ``fp32``).
+
+    Raises:
+        ValueError: unknown codec name or direction, or a value of the wrong type.
+    """
+    if isinstance(spec, str) or (
+        isinstance(spec, Mapping) and spec and set(spec) <= set(DIRECTIONS)
+    ):
+        return {"*": _per_direction(spec, "codec")}
+    if not isinstance(spec, Mapping):
+        raise ValueError(
+            f"codec must be a name ({', '.join(CODEC_NAMES)}) or a mapping per direction or per "
+            f"layer (got {type(spec).__name__} {spec!r})"
+        )
+    table = {str(layer): _per_direction(v, f"codec[{layer!r}]") for layer, v in spec.items()}
+    table.setdefault("*", dict.fromkeys(DIRECTIONS, "fp32"))
+    return table
+
+
+class CodecPolicy:
+    """Which codec each ``(layer, direction)`` uses, the random streams of the stochastic ones,
+    and the adaptive bit-width rule.
+
+    Args:
+        codec (str or dict): a codec name (``"fp32"``, ``"fp16"``, ``"bf16"``, ``"int8"``,
+            ``"int4"``, ``"adaptive"``), a mapping per direction (``{"forward": "int8",
+            "backward": "bf16"}``), or a mapping per layer name (the distributed layer's
+            ``layer_name``, e.g. ``"convs.0"``; the neighbour loader's feature fetch is layer
+            ``"features"``, direction ``"forward"``) with ``"*"`` for the rest. (default:
+            ``"fp32"``)
+        seed (int, optional): seed of the stochastic rounding; the stream of a message is a hash
+            of ``(seed, rank, layer, direction, message number)``. (default: torch's initial
+            seed when the first message is encoded, so ``seed_everything`` makes runs repeatable)
+        tolerance (float): ``"adaptive"``: the relative variance ``E‖Q(x) − x‖² / ‖x‖²`` int4
+            may add to a layer's messages (summed over ranks and the epoch's rounds) before the
+            layer is raised to int8. (default: :data:`DEFAULT_TOLERANCE`)
+    """
+
+    def __init__(
+        self, codec: Any = "fp32", seed: int | None = None, tolerance: float = DEFAULT_TOLERANCE
+    ) -> None:
+        if not (isinstance(tolerance, int | float) and tolerance >= 0):
+            raise ValueError(f"tolerance must be a relative variance >= 0 (got {tolerance!r})")
+        self.spec = codec
+        self.table = parse_codec_spec(codec)
+        self.seed, self.tolerance = seed, float(tolerance)
+        self._steps: dict[tuple[str, str], int] = {}
+        # adaptive: the codec in use per key, and [Σ error, Σ norm²] of int4 over this epoch
+        self._choice: dict[tuple[str, str], str] = {}
+        self._stats: dict[tuple[str, str], list[float]] = {}
+        self._epoch: int | None = None
+        self._seen: set[str] = set()
+        #: ``(epoch, {"layer/direction": codec})`` after every adaptive agreement.
+        self.history: list[tuple[int, dict[str, str]]] = []
+
+    @classmethod
+    def coerce(cls, codec: Any) -> CodecPolicy:
+        """``codec`` itself if it is a policy, else a new policy from the spec."""
+        return codec if isinstance(codec, CodecPolicy) else cls(codec)
+
+    @property
+    def lossless(self) -> bool:
+        """True when every message travels as ``fp32`` (the exchange without a codec)."""
+        return all(n == "fp32" for row in self.table.values() for n in row.values())
+
+    @property
+    def adaptive(self) -> bool:
+        return any(n == ADAPTIVE for row in self.table.values() for n in row.values())
+
+    def name(self, layer: str, direction: str) -> str:
+        """The configured name for ``(layer, direction)`` (``"adaptive"`` unresolved)."""
+        self._seen.add(layer)
+        row = self.table.get(layer, self.table["*"])
+        return row.get(direction, "fp32")
+
+    def codec(self, layer: str, direction: str) -> Codec:
+        """The codec of this round's messages of ``(layer, direction)``."""
+        name = self.name(layer, direction)
+        if name == ADAPTIVE:
+            name = self._choice.setdefault((layer, direction), ADAPTIVE_LADDER[-1])
+            self._stats.setdefault((layer, direction), [0.0, 0.0])
+        return CODECS[name]
+
+    def generator(self, layer: str, direction: str, rank: int, device) -> torch.Generator:
+        """A generator for the next message of ``(layer, direction)`` sent by ``rank``."""
+        if self.seed is None:
+            self.seed = int(torch.initial_seed()) & 0x7FFFFFFF
+        key = (layer, direction)
+        step = self._steps.get(key, 0)
+        self._steps[key] = step + 1
+        layer_key = zlib.crc32(layer.encode())
+        direction_key = zlib.crc32(direction.encode())
+        seed = int(hash_keys(self.seed, rank, layer_key, direction_key, step))
+        return torch.Generator(device=device).manual_seed(seed)
+
+    def encode(self, codec: Codec, rows: Tensor, layer: str, direction: str, rank: int) -> Tensor:
+        """``codec.encode(rows)`` with the message's generator; feeds the adaptive statistics."""
+        if codec.lossless:
+            return codec.encode(rows)
+        stats = self._stats.get((layer, direction))
+        if stats is not None:
+            error, norm = quantisation_variance(rows, 4)
+            stats[0] += error
+            stats[1] += norm
+        return codec.encode(rows, self.generator(layer, direction, rank, rows.device))
+
+    def begin_round(self, epoch: int | None, group=None, counter=None) -> None:
+        """Called before every round on every rank; at the first training round of a new epoch
+        the adaptive rule re-chooses each key's codec from the previous epoch's statistics of all
+        ranks (one collective, recorded in ``counter`` as ``(CONTROL_LAYER, "control")``)."""
+        if epoch is None or epoch == self._epoch:
+            return
+        first, self._epoch = self._epoch is None, epoch
+        if first or not self._stats:
+            return
+        keys = sorted(self._stats)
+        local = torch.tensor([self._stats[k] for k in keys], dtype=torch.float64).view(-1)
+        names = "|".join(f"{layer}/{direction}" for layer, direction in keys)
+        header = torch.tensor([len(keys), zlib.crc32(names.encode())], dtype=torch.float64)
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1:
+            # Both sizes must match on every rank: gather the key lists' fingerprints first.
+            world = dist.get_world_size(group)
+            headers = [torch.empty_like(header) for _ in range(world)]
+            dist.all_gather(headers, header, group=group)
+            if any(not torch.equal(h, header) for h in headers):
+                raise RuntimeError(
+                    "codec='adaptive': the ranks exchanged different layers this epoch "
+                    f"(this rank: {names}); every rank must run the same distributed layers"
+                )
+            dist.all_reduce(local, group=group)
+            if counter is not None:
+                counter.record(
+                    CONTROL_LAYER,
+                    "control",
+                    rows_sent=1,
+                    rows_received=1,
+                    width=header.numel() + local.numel(),
+                    element_size=8,
+                    messages_sent=2,
+                    messages_received=2,
+                )
+        stats = local.view(-1, 2).tolist()
+        for key, (error, norm) in zip(keys, stats, strict=True):
+            if norm > 0:
+                low = ADAPTIVE_LADDER[0]
+                self._choice[key] = low if error <= self.tolerance * norm else ADAPTIVE_LADDER[1]
+            self._stats[key] = [0.0, 0.0]
+        self.history.append((epoch, {f"{lay}/{d}": self._choice[(lay, d)] for lay, d in keys}))
+
+    def unmatched_layers(self) -> list[str]:
+        """Layer names of the spec that no message has asked for (typos, renamed layers)."""
+        return sorted(set(self.table) - {"*"} - self._seen)
+
+    # -- checkpoint ---------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Message counters, adaptive choices and statistics, the epoch and the seed."""
+        return {
+            "seed": self.seed,
+            "epoch": self._epoch,
+            "steps": [[*k, v] for k, v in self._steps.items()],
+            "choice": [[*k, v] for k, v in self._choice.items()],
+            "stats": [[*k, *v] for k, v in self._stats.items()],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.seed, self._epoch = state["seed"], state["epoch"]
+        self._steps = {(lay, d): int(v) for lay, d, v in state["steps"]}
+        self._choice = {(lay, d): str(v) for lay, d, v in state["choice"]}
+        self._stats = {(lay, d): [float(e), float(n)] for lay, d, e, n in state["stats"]}
+
+    def __repr__(self) -> str:
+        extra = f", tolerance={self.tolerance}" if self.adaptive else ""
+        return f"CodecPolicy({self.spec!r}{extra})"
+
+
+def row_bytes(codec: str | Codec, width: int, element_size: int = 4) -> int:
+    """Bytes per row of ``width`` elements under ``codec`` (a name or a :class:`Codec`)."""
+    codec = get_codec(codec) if isinstance(codec, str) else codec
+    return codec.row_bytes(width, element_size)
+
+
+def all_to_all_rows(
+    rows: Tensor,
+    send_counts: list[int],
+    recv_counts: list[int],
+    codec: Codec,
+    generator: torch.Generator | None = None,
+    group=None,
+) -> Tensor:
+    """One ``all_to_all_single`` of encoded rows: ``[Σ send_counts, d]`` rows grouped by
+    receiving rank → ``[Σ recv_counts, d]`` decoded rows grouped by sending rank. For exchanges
+    that move rows with collectives (the neighbour loader's fetch, RDM's redistributions)."""
+    width = rows.size(1)
+    wire = codec.encode(rows, generator)
+    received = codec.empty(sum(recv_counts), width, rows)
+    dist.all_to_all_single(received, wire, recv_counts, send_counts, group=group)
+    return codec.decode(received, width, rows.dtype)
+
+
+__all__ = [
+    "ADAPTIVE",
+    "CODECS",
+    "CODEC_NAMES",
+    "CONTROL_LAYER",
+    "Codec",
+    "CodecPolicy",
+    "all_to_all_rows",
+    "get_codec",
+    "parse_codec_spec",
+    "quantisation_variance",
+    "row_bytes",
+]
