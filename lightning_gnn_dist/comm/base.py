@@ -196,8 +196,8 @@ class HaloExchange(ABC):
         :data:`~lightning_gnn_dist.comm.codec.CONTROL_LAYER`) is one row of float64 per rank."""
         if layer == CONTROL_LAYER:
             return np.full(metrics.num_parts, traffic.width * 8 * traffic.calls)
-        rows = self.predicted_rows_sent(metrics, direction)
-        return rows * traffic_row_bytes(traffic) * traffic.calls
+        rows = self.predicted_rows_sent(metrics, direction)  # cd-r: a mean over the calls
+        return np.rint(rows * traffic_row_bytes(traffic) * traffic.calls).astype(np.int64)
 
     @abstractmethod
     def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:

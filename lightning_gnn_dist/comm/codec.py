@@ -127,10 +127,10 @@ class HalfCodec(Codec):
             half = _stochastic_bf16(rows, generator)
         else:
             half = _stochastic_fp16(rows, generator)
-        return half.contiguous().view(torch.uint8).view(rows.size(0), -1)
+        return half.contiguous().view(torch.uint8).view(rows.size(0), 2 * rows.size(1))
 
     def decode(self, wire: Tensor, width: int, dtype: torch.dtype = torch.float32) -> Tensor:
-        return wire.contiguous().view(self.dtype).view(wire.size(0), width).to(dtype)
+        return _aligned(wire).view(self.dtype).view(wire.size(0), width).to(dtype)
 
 
 class IntCodec(Codec):
@@ -158,8 +158,7 @@ class IntCodec(Codec):
         scale_f = scale.float()
         safe = torch.where(scale_f > 0, scale_f, torch.ones_like(scale_f))
         t = (rows - zero_f[:, None]) / safe[:, None]
-        noise = torch.rand(rows.shape, generator=generator, device=rows.device)
-        codes = torch.floor(t + noise).clamp_(0, self.levels)
+        codes = torch.floor(t + self._noise(rows, generator)).clamp_(0, self.levels)
         codes = torch.where(scale_f[:, None] > 0, codes, torch.zeros_like(codes)).to(torch.uint8)
         if self.bits == 4:
             if width % 2:
@@ -168,12 +167,18 @@ class IntCodec(Codec):
         params = torch.stack([zero, scale], 1).contiguous().view(torch.uint8).view(n, 4)
         return torch.cat([codes, params], 1)
 
+    @staticmethod
+    def _noise(rows: Tensor, generator: torch.Generator | None) -> Tensor:
+        """``U[0, 1)`` per element: the stochastic rounding's dither."""
+        return torch.rand(rows.shape, generator=generator, device=rows.device)
+
     def decode(self, wire: Tensor, width: int, dtype: torch.dtype = torch.float32) -> Tensor:
         payload = self._payload(width)
         codes = wire[:, :payload]
         if self.bits == 4:
-            codes = torch.stack([codes & 0x0F, codes >> 4], 2).view(wire.size(0), -1)[:, :width]
-        params = wire[:, payload:].contiguous().view(torch.bfloat16).float()
+            codes = torch.stack([codes & 0x0F, codes >> 4], 2).view(wire.size(0), 2 * payload)
+            codes = codes[:, :width]
+        params = _aligned(wire[:, payload:]).view(torch.bfloat16).float()
         return (params[:, :1] + codes.float() * params[:, 1:]).to(dtype)
 
 
@@ -204,6 +209,14 @@ def get_codec(name: str) -> Codec:
 
 
 # -- rounding helpers ----------------------------------------------------------------------------
+def _aligned(wire: Tensor) -> Tensor:
+    """``wire`` contiguous and at an even storage offset, so its bytes can be viewed as 2-byte
+    values."""
+    if wire.is_contiguous() and wire.storage_offset() % 2 == 0:
+        return wire
+    return wire.clone(memory_format=torch.contiguous_format)
+
+
 def _bf16_toward(x: Tensor, down: bool) -> Tensor:
     """``[n]`` float32 → bfloat16 rounded toward −inf (``down``) or +inf: the nearest bf16
     that is ``≤ x`` (``≥ x``)."""
@@ -339,6 +352,13 @@ def parse_codec_spec(spec: Any) -> dict[str, dict[str, str]]:
             f"codec must be a name ({', '.join(CODEC_NAMES)}) or a mapping per direction or per "
             f"layer (got {type(spec).__name__} {spec!r})"
         )
+    if set(spec) & set(DIRECTIONS):
+        others = sorted(str(k) for k in set(spec) - set(DIRECTIONS))
+        raise ValueError(
+            f"codec mixes directions and layer names {others}: give either "
+            "{'forward': ..., 'backward': ...} or {layer: name or {'forward': ..., 'backward': "
+            "...}, '*': default}"
+        )
     table = {str(layer): _per_direction(v, f"codec[{layer!r}]") for layer, v in spec.items()}
     table.setdefault("*", dict.fromkeys(DIRECTIONS, "fp32"))
     return table
@@ -395,8 +415,13 @@ class CodecPolicy:
         return any(n == ADAPTIVE for row in self.table.values() for n in row.values())
 
     def name(self, layer: str, direction: str) -> str:
-        """The configured name for ``(layer, direction)`` (``"adaptive"`` unresolved)."""
+        """The configured name for ``(layer, direction)`` (``"adaptive"`` unresolved); marks
+        ``layer`` as used (see :meth:`unmatched_layers`)."""
         self._seen.add(layer)
+        return self.lookup(layer, direction)
+
+    def lookup(self, layer: str, direction: str) -> str:
+        """:meth:`name` without marking the layer as used."""
         row = self.table.get(layer, self.table["*"])
         return row.get(direction, "fp32")
 
