@@ -157,9 +157,9 @@ class IntCodec(Codec):
         scale = _bf16_toward((rows.amax(1) - zero_f) / self.levels, down=False)
         scale_f = scale.float()
         safe = torch.where(scale_f > 0, scale_f, torch.ones_like(scale_f))
-        t = (rows - zero_f[:, None]) / safe[:, None]
-        codes = torch.floor(t + self._noise(rows, generator)).clamp_(0, self.levels)
-        codes = torch.where(scale_f[:, None] > 0, codes, torch.zeros_like(codes)).to(torch.uint8)
+        # A row with scale 0 equals its zero point exactly: t = 0 and its codes are 0.
+        t = (rows - zero_f[:, None]).div_(safe[:, None]).add_(self._noise(rows, generator))
+        codes = t.floor_().clamp_(0, self.levels).to(torch.uint8)
         if self.bits == 4:
             if width % 2:
                 codes = torch.cat([codes, codes.new_zeros(n, 1)], 1)
@@ -243,50 +243,27 @@ def _bf16_step(values: Tensor, up: bool) -> Tensor:
 
 def _stochastic_bf16(x: Tensor, generator: torch.Generator | None) -> Tensor:
     """float32 → bfloat16 rounded up in magnitude with probability equal to the dropped
-    fraction of the 16 low mantissa bits (unbiased)."""
+    fraction of the 16 low mantissa bits (unbiased). Adding the dither to the bit pattern adds
+    to the magnitude for either sign (sign and magnitude are stored apart), and a carry moves
+    into the exponent as it should."""
+    x = x.contiguous()
     noise = torch.randint(0, 1 << 16, x.shape, generator=generator, device=x.device)
-    bits = (x.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF) + noise
-    exponent_all_ones = (x.view(torch.int32).to(torch.int64) & 0x7F800000) == 0x7F800000
-    bits = torch.where(exponent_all_ones, x.view(torch.int32).to(torch.int64) & 0xFFFFFFFF, bits)
-    bits = bits & 0xFFFF0000
-    bits = torch.where(bits >= 2**31, bits - 2**32, bits).to(torch.int32)
-    return bits.view(torch.float32).to(torch.bfloat16)
+    bits = (x.view(torch.int32) + noise.to(torch.int32)) & -(1 << 16)
+    return torch.where(torch.isnan(x), x, bits.view(torch.float32)).to(torch.bfloat16)
 
 
 def _stochastic_fp16(x: Tensor, generator: torch.Generator | None) -> Tensor:
-    """float32 → float16 rounded to the neighbour below or above with probability
-    proportional to closeness (unbiased within ±65504; beyond, it saturates)."""
-    nearest = x.to(torch.float16)
-    nearest_f = nearest.float()
-    other = torch.where(nearest_f > x, _fp16_step(nearest, up=False), _fp16_step(nearest, up=True))
-    other_f = other.float()
-    low = torch.minimum(nearest_f, other_f)
-    high = torch.maximum(nearest_f, other_f)
-    gap = high - low
-    p_high = torch.where(
-        torch.isfinite(gap) & (gap > 0), (x - low) / gap, torch.zeros_like(x)
-    ).clamp_(0, 1)
-    noise = torch.rand(x.shape, generator=generator, device=x.device)
-    result = torch.where(noise < p_high, high, low)
-    exact = (nearest_f == x) | torch.isnan(x)
-    result = torch.where(exact, nearest_f, result)
+    """float32 → float16 with stochastic rounding (unbiased within ±65504; beyond, it
+    saturates). Normal float16 values keep 10 of float32's 23 mantissa bits, so the bf16 trick
+    works with 13 dithered bits; below float16's smallest normal (2^-14) the grid is 2^-24."""
     finite = torch.finfo(torch.float16).max
-    return result.clamp(-finite, finite).where(~torch.isnan(x), x).to(torch.float16)
-
-
-def _fp16_step(values: Tensor, up: bool) -> Tensor:
-    """The next float16 above (``up``) or below each value (sign-magnitude bit pattern)."""
-    bits = values.view(torch.int16).to(torch.int64) & 0xFFFF
-    negative = (bits >> 15) == 1
-    magnitude = bits & 0x7FFF
-    grow = negative != up
-    at_zero = (magnitude == 0) & ~grow
-    magnitude = torch.where(grow, (magnitude + 1).clamp(max=0x7C00), magnitude - 1)
-    negative = torch.where(at_zero, ~negative, negative)
-    magnitude = torch.where(at_zero, torch.ones_like(magnitude), magnitude)
-    pattern = (negative.to(torch.int64) << 15) | magnitude
-    pattern = torch.where(pattern >= 2**15, pattern - 2**16, pattern).to(torch.int16)
-    return pattern.view(torch.float16)
+    x = x.clamp(-finite, finite).contiguous()
+    noise = torch.randint(0, 1 << 13, x.shape, generator=generator, device=x.device)
+    noise = noise.to(torch.int32)
+    normal = ((x.view(torch.int32) + noise) & -(1 << 13)).view(torch.float32)
+    grid = 2.0**-24
+    subnormal = torch.floor(x / grid + noise.to(x.dtype) * 2.0**-13) * grid
+    return torch.where(x.abs() < 2.0**-14, subnormal, normal).to(torch.float16)
 
 
 def quantisation_variance(rows: Tensor, bits: int) -> tuple[float, float]:
