@@ -23,7 +23,14 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.autograd import Function
 
-from lightning_gnn_dist.comm.codec import CONTROL_LAYER, IDENTITY, Codec, CodecPolicy, row_bytes
+from lightning_gnn_dist.comm.codec import (
+    CONTROL_LAYER,
+    IDENTITY,
+    Codec,
+    CodecPolicy,
+    all_to_all_rows,
+    row_bytes,
+)
 from lightning_gnn_dist.comm.counters import CommCounter, Traffic
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.partition.metrics import PartitionMetrics
@@ -185,6 +192,40 @@ class HaloExchange(ABC):
         """``[P, P]`` rows rank ``p`` sends to rank ``q`` per exchange in ``direction``, from the
         partition metrics (``None``: this mode makes no per-pair prediction)."""
         return None
+
+    def _all_to_all_rows(
+        self,
+        rows: Tensor,
+        send_counts: list[int],
+        recv_counts: list[int],
+        layer: str,
+        direction: str,
+    ) -> Tensor:
+        """One ``all_to_all_single`` of ``rows`` (``[Σ send_counts, d]``, grouped by receiving
+        rank) encoded by this round's codec of ``(layer, direction)``; returns the ``[Σ
+        recv_counts, d]`` decoded rows grouped by sending rank and records the bytes that leave
+        this rank (its own block stays local). For modes that move rows with collectives (RDM's
+        redistributions)."""
+        codec = self._codec(layer, direction)
+        width = rows.size(1)
+        wire = self._encode(codec, rows.contiguous(), layer, direction)
+        out = all_to_all_rows(wire, send_counts, recv_counts, codec, width, rows.dtype, self.group)
+        sent = [c if q != self.rank else 0 for q, c in enumerate(send_counts)]
+        received = [c if q != self.rank else 0 for q, c in enumerate(recv_counts)]
+        self.counter.record(
+            layer,
+            direction,
+            rows_sent=sum(sent),
+            rows_received=sum(received),
+            width=width,
+            element_size=rows.element_size(),
+            messages_sent=sum(1 for c in sent if c),
+            messages_received=sum(1 for c in received if c),
+            rows_sent_to=sent,
+            row_bytes=codec.row_bytes(width, rows.element_size()),
+            codec=codec.name,
+        )
+        return out
 
     def predicted_bytes_sent(
         self, metrics: PartitionMetrics, layer: str, direction: str, traffic: Traffic

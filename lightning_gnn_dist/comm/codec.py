@@ -509,21 +509,23 @@ def row_bytes(codec: str | Codec, width: int, element_size: int = 4) -> int:
 
 
 def all_to_all_rows(
-    rows: Tensor,
+    wire: Tensor,
     send_counts: list[int],
     recv_counts: list[int],
     codec: Codec,
-    generator: torch.Generator | None = None,
+    width: int,
+    dtype: torch.dtype = torch.float32,
     group=None,
 ) -> Tensor:
-    """One ``all_to_all_single`` of encoded rows: ``[Σ send_counts, d]`` rows grouped by
-    receiving rank → ``[Σ recv_counts, d]`` decoded rows grouped by sending rank. For exchanges
-    that move rows with collectives (the neighbour loader's fetch, RDM's redistributions)."""
-    width = rows.size(1)
-    wire = codec.encode(rows, generator)
-    received = codec.empty(sum(recv_counts), width, rows)
+    """One ``all_to_all_single`` of encoded rows: ``wire`` (``codec``'s encoding of
+    ``[Σ send_counts, width]`` rows grouped by receiving rank, e.g. from
+    :meth:`CodecPolicy.encode`) → ``[Σ recv_counts, width]`` decoded rows grouped by sending rank.
+    For exchanges that move rows with collectives (the neighbour loader's fetch, RDM's
+    redistributions; :meth:`~lightning_gnn_dist.comm.base.HaloExchange._all_to_all_rows` also
+    counts them)."""
+    received = codec.empty(sum(recv_counts), width, wire)
     dist.all_to_all_single(received, wire, recv_counts, send_counts, group=group)
-    return codec.decode(received, width, rows.dtype)
+    return codec.decode(received, width, dtype)
 
 
 __all__ = [

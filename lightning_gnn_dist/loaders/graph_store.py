@@ -179,10 +179,9 @@ class PartitionedGraphStore:
             self._record("control", direction, ones, ones, 1, 8)
         width = math.prod(send.shape[1:])
         if codec is not None and not codec.lossless:
-            generator = self.codec.generator("features", "forward", self.rank, send.device)
-            recv = all_to_all_rows(
-                send, send_counts.tolist(), recv_counts.tolist(), codec, generator, self.group
-            )
+            wire = self.codec.encode(codec, send, "features", "forward", self.rank)
+            counts = (send_counts.tolist(), recv_counts.tolist())
+            recv = all_to_all_rows(wire, *counts, codec, width, send.dtype, self.group)
             row_bytes = codec.row_bytes(width, send.element_size())
             size = send.element_size()
             self._record(layer, direction, send_counts, recv_counts, width, size, row_bytes, codec)

@@ -451,3 +451,49 @@ def test_adaptive_codec_agrees_across_ranks_and_counts_its_control_bytes():
                 assert sent == predicted
     chosen = [{k: v[0] for k, v in r[2].items()} for r in results]
     assert all(c == chosen[0] for c in chosen)  # every rank uses the agreed codecs
+
+
+def _all_to_all(rank, world_size):
+    part = _vertex_parts(world_size)[2][rank]
+    out = {}
+    for spec in ("fp32", "int8"):
+        exchange = make_exchange("p2p", part, codec=spec)
+        send_counts = [rank + q + 1 for q in range(world_size)]
+        recv_counts = [q + rank + 1 for q in range(world_size)]
+        rows = torch.cat(  # rows for peer q: 100·rank + q + a ramp
+            [
+                100.0 * rank + q + torch.arange(c * WIDTH).view(c, WIDTH) / 64
+                for q, c in enumerate(send_counts)
+            ]
+        )
+        received = exchange._all_to_all_rows(
+            rows, send_counts, recv_counts, "redistribute", "forward"
+        )
+        (traffic,) = [t for _, _, t in exchange.counter.items()]
+        out[spec] = {
+            "received": received.numpy(),
+            "bytes": traffic.bytes_sent,
+            "to": traffic.bytes_sent_to,
+        }
+    return out
+
+
+def test_all_to_all_rows_encodes_and_counts_what_leaves_the_rank():
+    world_size = 3
+    results = run_ranks(_all_to_all, world_size)
+    for rank, result in enumerate(results):
+        recv_counts = [q + rank + 1 for q in range(world_size)]
+        expected = np.concatenate(
+            [
+                100.0 * q + rank + np.arange(c * WIDTH).reshape(c, WIDTH) / 64
+                for q, c in enumerate(recv_counts)
+            ]
+        )
+        np.testing.assert_array_equal(result["fp32"]["received"], expected.astype(np.float32))
+        np.testing.assert_allclose(
+            result["int8"]["received"], expected, rtol=0, atol=0.01 * 300 / 255
+        )
+        sent = [rank + q + 1 if q != rank else 0 for q in range(world_size)]
+        assert result["fp32"]["to"] == [c * WIDTH * 4 for c in sent]
+        assert result["int8"]["to"] == [c * (WIDTH + 4) for c in sent]
+        assert result["int8"]["bytes"] == sum(sent) * (WIDTH + 4)
