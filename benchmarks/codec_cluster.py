@@ -40,7 +40,7 @@ if str(REPO) not in sys.path:
 DATASET = "rmat?scale=14&edge_factor=8&features=64&classes=8&seed=0"
 CODECS = ["fp32", "bf16", "int8", "int4"]
 CONFIGS = {
-    "default": {"rates": ["200mbit", "1gbit"], "rounds": 3, "warmup": 2, "epochs": 6},
+    "default": {"rates": ["50mbit", "200mbit"], "rounds": 3, "warmup": 2, "epochs": 6},
     "quick": {"rates": ["200mbit"], "rounds": 1, "warmup": 1, "epochs": 2},
 }
 RESULTS = REPO / "benchmarks" / "results"
