@@ -349,9 +349,9 @@ class CodecPolicy:
         codec (str or dict): a codec name (``"fp32"``, ``"fp16"``, ``"bf16"``, ``"int8"``,
             ``"int4"``, ``"adaptive"``), a mapping per direction (``{"forward": "int8",
             "backward": "bf16"}``), or a mapping per layer name (the distributed layer's
-            ``layer_name``, e.g. ``"convs.0"``; the neighbour loader's feature fetch is layer
-            ``"features"``, direction ``"forward"``) with ``"*"`` for the rest. (default:
-            ``"fp32"``)
+            ``layer_name``, e.g. ``"model.convs.0"``, or its tail after a dot, ``"convs.0"``; the
+            neighbour loader's feature fetch is layer ``"features"``, direction ``"forward"``)
+            with ``"*"`` for the rest. (default: ``"fp32"``)
         seed (int, optional): seed of the stochastic rounding; the stream of a message is a hash
             of ``(seed, rank, layer, direction, message number)``. (default: torch's initial
             seed when the first message is encoded, so ``seed_everything`` makes runs repeatable)
@@ -393,14 +393,22 @@ class CodecPolicy:
 
     def name(self, layer: str, direction: str) -> str:
         """The configured name for ``(layer, direction)`` (``"adaptive"`` unresolved); marks
-        ``layer`` as used (see :meth:`unmatched_layers`)."""
-        self._seen.add(layer)
-        return self.lookup(layer, direction)
+        the spec's entry as used (see :meth:`unmatched_layers`)."""
+        key = self._key(layer)
+        self._seen.add(key)
+        return self.table[key].get(direction, "fp32")
 
     def lookup(self, layer: str, direction: str) -> str:
-        """:meth:`name` without marking the layer as used."""
-        row = self.table.get(layer, self.table["*"])
-        return row.get(direction, "fp32")
+        """:meth:`name` without marking the entry as used."""
+        return self.table[self._key(layer)].get(direction, "fp32")
+
+    def _key(self, layer: str) -> str:
+        """The spec entry of ``layer``: its own name, else the longest entry it ends with after a
+        dot (``"convs.0"`` matches ``"model.convs.0"``), else ``"*"``."""
+        if layer in self.table:
+            return layer
+        suffixes = [k for k in self.table if k != "*" and layer.endswith("." + k)]
+        return max(suffixes, key=len) if suffixes else "*"
 
     def codec(self, layer: str, direction: str) -> Codec:
         """The codec of this round's messages of ``(layer, direction)``."""
@@ -478,7 +486,7 @@ class CodecPolicy:
 
     def unmatched_layers(self) -> list[str]:
         """Layer names of the spec that no message has asked for (typos, renamed layers)."""
-        return sorted(set(self.table) - {"*"} - self._seen)
+        return sorted(set(self.table) - {"*"} - self._seen)  # _seen holds matched entries
 
     # -- checkpoint ---------------------------------------------------------------------------
     def state_dict(self) -> dict:

@@ -158,6 +158,11 @@ def test_spec_forms():
     assert policy.codec("convs.0", "forward").name == "fp32"
     assert policy.unmatched_layers() == []
     assert CodecPolicy({"conv.1": "int8"}).unmatched_layers() == ["conv.1"]
+    tail = CodecPolicy({"convs.0": "int8", "model.convs.0": "int4", "s.0": "bf16"})
+    assert tail.codec("model.convs.0", "forward").name == "int4"  # its own entry first
+    assert tail.codec("wrapper.convs.0", "forward").name == "int8"  # longest tail after a dot
+    assert tail.codec("xconvs.0", "forward").name == "fp32"  # not after a dot
+    assert tail.unmatched_layers() == ["s.0"]
     assert CodecPolicy().lossless and not CodecPolicy("fp16").lossless
 
 
