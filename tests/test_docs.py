@@ -335,7 +335,7 @@ _DRIVER = textwrap.dedent(
                 else:
                     for line in code.splitlines():
                         if line.strip() and not line.startswith("#"):
-                            argv = shlex.split(line, comments=True)[3:]  # python -m lightning_gnn_dist
+                            argv = shlex.split(line, comments=True)[3:]  # after the module name
                             code_ = main(argv)
                             if code_:
                                 raise SystemExit(f"exit code {code_}: {line}")

@@ -71,9 +71,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     Lightning namespaces", ``docs/guide/existing_module.md``); ``isinstance(strategy,
     GNNStrategy)`` holds for both.
 
-    Requires :class:`~lightning_gnn_dist.lightning.datamodule.GraphPartitionDataModule` (or any datamodule with a
-    ``local_partition`` and ``global_mask_count(name)``), whose number of parts must equal the
-    world size.
+    Requires :class:`~lightning_gnn_dist.lightning.datamodule.GraphPartitionDataModule` (or any
+    datamodule with a ``local_partition`` and ``global_mask_count(name)``), whose number of parts
+    must equal the world size.
 
     Args:
         exchange (str): exchange mode: ``"p2p"``, ``"broadcast"`` or ``"cached"`` (SANCUS;
