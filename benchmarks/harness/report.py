@@ -106,8 +106,12 @@ def provenance(report: dict[str, Any]) -> str:
         if run.get("command") == report.get("command"):
             continue
         loads = run.get("load_average") or {}
+        start, end = _load(loads.get("start")), _load(loads.get("end"))
+        load = (
+            f", load average {start}" + (f" → {end}" if end else " at its start") if start else ""
+        )
         lines.append(
-            f"* section {name}: `{run['command']}` on {run['date']} ({run['wall_seconds']:.0f} s, "
-            f"load average {_load(loads.get('start'))} → {_load(loads.get('end'))})"
+            f"* section {name}: `{run['command']}` on {run['date']} "
+            f"({run['wall_seconds']:.0f} s{load})"
         )
     return "\n".join(lines) + "\n"
