@@ -270,7 +270,7 @@ def render(report: dict) -> str:
         'paper\'s random roots and with load-aware (`root_choice="balanced"`) roots.',
         "",
         markdown_table(
-            report["replication"],
+            report.get("replication", []),
             [
                 "graph",
                 "vertices",
@@ -300,7 +300,7 @@ def render(report: dict) -> str:
         f"{cfg['speed_epochs']} epochs)",
         "",
         markdown_table(
-            report["speed"],
+            report.get("speed", []),
             [
                 "ranks",
                 "mode",
@@ -316,7 +316,7 @@ def render(report: dict) -> str:
         f"({cfg['accuracy_world']} ranks, GraphSAGE, seeds {cfg['accuracy_seeds']})",
         "",
         markdown_table(
-            report["accuracy"],
+            report.get("accuracy", []),
             ["dataset", "mode", "seeds", "val_acc_mean", "val_acc_std", "minus_p2p_points"],
         ),
         "",
@@ -330,7 +330,7 @@ def render(report: dict) -> str:
 
 def notes(report: dict) -> list[str]:
     out = []
-    speed = report["speed"]
+    speed = report.get("speed", [])
     for world in sorted({r["ranks"] for r in speed}):
         cd5 = next((r for r in speed if r["ranks"] == world and r["mode"] == "cd-5"), None)
         zero = next((r for r in speed if r["ranks"] == world and r["mode"] == "0c"), None)
@@ -339,14 +339,14 @@ def notes(report: dict) -> list[str]:
                 f"* {world} ranks: cd-5 moves {cd5['bytes_vs_cd0']:.3f}× the bytes per epoch of "
                 f"cd-0 (target ≤ 0.25); 0c moves {zero['bytes_per_epoch']:.0f} bytes."
             )
-    for row in report["accuracy"]:
+    for row in report.get("accuracy", []):
         if row["mode"] == "cd-5":
             verdict = "within" if abs(row["minus_p2p_points"]) <= 1 else "NOT within"
             out.append(
                 f"* {row['dataset']}: cd-5 is {row['minus_p2p_points']:+.2f} points from exact "
                 f"p2p (mean over {row['seeds']} seeds): {verdict} 1 point."
             )
-    big = [r for r in report["replication"] if r["edges"] >= 1_000_000]
+    big = [r for r in report.get("replication", []) if r["edges"] >= 1_000_000]
     if big:
         worst = max(big, key=lambda r: r["seconds"])
         out.append(

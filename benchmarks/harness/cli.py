@@ -8,7 +8,7 @@ A benchmark module defines one :class:`Benchmark` and ends with
 ``--out STEM``      output path without suffix (default ``benchmarks/results/<name>[_quick]``)
 ``--json-only``     write the JSON, not the markdown
 ``--render``        rewrite the markdown (and figures) from the existing JSON; runs nothing
-``--sections a,c``  run only these sections, keep the others from the existing JSON
+``--sections a,c``  run only these sections, keep the others from the existing JSON, if any
                     (benchmarks with sections)
 """
 
@@ -54,7 +54,8 @@ class Run:
         quick: ``--quick`` was given.
         repeats: interleaved rounds: ``--repeats``, else the benchmark's default for the mode.
         stem: output path without suffix.
-        report: the report so far (with ``--sections``, the existing report's other sections).
+        report: the report so far (with ``--sections``, the existing report's other sections;
+            without an existing report, those sections are absent and not rendered).
     """
 
     def __init__(self, bench: Benchmark, args: argparse.Namespace, command: str) -> None:
@@ -65,10 +66,11 @@ class Run:
         self.stem: Path = args.out
         self.selected: set[str] = set(getattr(args, "sections", None) or bench.sections)
         self.report: dict[str, Any] = {}
-        if bench.sections and self.selected != set(bench.sections):
-            self.report = read_json(self.stem.with_suffix(".json"))
+        previous = self.stem.with_suffix(".json")
+        if bench.sections and self.selected != set(bench.sections) and previous.is_file():
+            self.report = read_json(previous)  # the sections not run now are kept
             if self.report.get("quick", False) != self.quick:
-                raise SystemExit(f"{self.stem}.json holds another mode's run; run every section")
+                raise SystemExit(f"{previous} holds another mode's run; run every section")
         self.report.update(
             benchmark=bench.name,
             command=command,
