@@ -95,6 +95,10 @@ def run(r: Run) -> None:
     scales = r.args.scales or ([13] if r.quick else [16, 17])
     parts = r.args.parts or (2 if r.quick else 4)
     r.report["repeats"] = r.repeats
+    r.report["timing"] = (
+        f"{r.repeats} interleaved rounds; seconds are medians pooled over rounds and parts, "
+        "ratios in parentheses range over rounds"
+    )
     with tempfile.TemporaryDirectory(prefix="lgd-bench-") as folder:
         r.report["rows"] = [measure(s, parts, r.repeats, Path(folder)) for s in scales]
 
@@ -103,9 +107,8 @@ def render(report: dict) -> str:
     lines = [
         "# Store integrity: cost of the checks",
         "",
-        f"{report['repeats']} interleaved rounds, medians. Ratio = seconds / seconds of loading "
-        "one part unverified (`LocalPartition.load`), same graph, same run (in parentheses: the "
-        "range over rounds).",
+        f"{report['timing']}. Ratio = seconds / seconds of loading one part unverified "
+        "(`LocalPartition.load`), same graph, same run.",
         "",
         "| graph | P | part MiB | store MiB | check | seconds | ratio |",
         "|---|---|---|---|---|---|---|",
