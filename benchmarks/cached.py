@@ -28,13 +28,21 @@ base). Figures: validation accuracy per epoch (exact vs each bound) and the pape
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
+import pytorch_lightning as pl
+import torch
+import torch.distributed as dist
 
-from benchmarks.common.stores import add_cache_dir
+from benchmarks.common.fits import fit as lightning_fit
+from benchmarks.common.fits import quiet
 from benchmarks.harness import Benchmark, Run, figure_path, log, ratio, ratio_cell, run_rounds
+from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
+from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
+from lightning_gnn_dist.lightning.module import NodeClassifier
+from lightning_gnn_dist.lightning.strategy import GNNStrategy
+from lightning_gnn_dist.plots.cached import plot_send_epochs
 
 MODEL = {"hidden": 32, "lr": 0.01, "weight_decay": 5e-4, "dropout": 0.5}
 TASKS = {
@@ -70,9 +78,6 @@ EXACT = ("exact", None, "fresh")
 
 def _test_accuracy(trainer, pl_module) -> dict:
     """Every rank: test accuracy with the exact exchange; rank 0 also returns the send log."""
-    import torch
-    import torch.distributed as dist
-
     batch = trainer.datamodule.batch
     pl_module.eval()
     with torch.no_grad(), trainer.strategy._in_graph("test"):
@@ -89,14 +94,6 @@ def _test_accuracy(trainer, pl_module) -> dict:
 
 def fit(task: str, world: int, root: Path, seed: int, epochs: int, options: dict) -> dict:
     """One training run; ``options`` are ``GNNStrategy`` arguments (``exchange`` included)."""
-    import pytorch_lightning as pl
-
-    from benchmarks.common.fits import fit as lightning_fit
-    from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
-    from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
-    from lightning_gnn_dist.lightning.module import NodeClassifier
-    from lightning_gnn_dist.lightning.strategy import GNNStrategy
-
     datamodule = GraphPartitionDataModule(
         TASKS[task], method="metis", num_parts=world, root=str(root)
     )
@@ -173,9 +170,7 @@ def run_group(r: Run, cfg: dict, task: str, world: int, base: str) -> None:
     def variant(setting: tuple):
         def measure(round_index: int) -> dict:
             seed = seeds[round_index]
-            result = fit(
-                task, world, r.args.cache_dir, seed, cfg["epochs"], _options(base, *setting)
-            )
+            result = fit(task, world, r.cache_dir, seed, cfg["epochs"], _options(base, *setting))
             log(f"{task} P={world} {base} {' '.join(map(str, setting))} seed={seed}: "
                 f"acc={result['test_acc']:.3f} bytes={result['bytes']}")  # fmt: skip
             return result
@@ -200,8 +195,6 @@ def run_group(r: Run, cfg: dict, task: str, world: int, base: str) -> None:
 
 
 def run(r: Run) -> None:
-    from benchmarks.common.fits import quiet
-
     quiet()
     cfg = CONFIGS["quick" if r.quick else "default"]
     if r.args.repeats:
@@ -254,8 +247,6 @@ def draw(report: dict, stem: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from lightning_gnn_dist.plots.cached import plot_send_epochs
-
     cfg = report["config"]
     world = max(cfg["world_sizes"])
     fig, axes = plt.subplots(1, len(TASKS), figsize=(6 * len(TASKS), 4), squeeze=False)
@@ -286,13 +277,7 @@ def draw(report: dict, stem: Path) -> None:
         plot_send_epochs(report["send_logs"], figure_path(stem, "sends"), layer=None)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_cache_dir(parser, "lgd-bench-cached")
-
-
-BENCHMARK = Benchmark(
-    "cached", __doc__, run, render, add_arguments, repeats=3, quick_repeats=1, draw=draw
-)
+BENCHMARK = Benchmark("cached", __doc__, run, render, repeats=3, quick_repeats=1, draw=draw)
 
 if __name__ == "__main__":
     raise SystemExit(BENCHMARK.main())

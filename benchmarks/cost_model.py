@@ -19,7 +19,6 @@ Writes ``cost_model.{json,md}`` and the figure ``cost_model_scale.png``.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import os
 import statistics
@@ -27,8 +26,16 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.common.stores import SEED, add_cache_dir, build_store
+from benchmarks.common.fits import quiet
+from benchmarks.common.stores import SEED, build_store
+from benchmarks.full_batch.fits import fork_fit
+from benchmarks.full_batch.model import HIDDEN
 from benchmarks.harness import Benchmark, Run, figure_path, log, markdown_table, pooled, run_rounds
+from lightning_gnn_dist.costmodel import NETWORKS, calibrate, predict_epoch
+from lightning_gnn_dist.data import load_dataset
+from lightning_gnn_dist.partition import get_partitioner
+from lightning_gnn_dist.partition.metrics import partition_metrics
+from lightning_gnn_dist.plots import save_figure
 
 TINY = "sbm?num_nodes=200&num_classes={classes}&avg_degree=4&features={features}&seed=0"
 
@@ -66,10 +73,6 @@ CONFIGS = {
 def step_overhead(cfg: dict, root: Path, dims: list[int], costs):
     """``costs`` with ``step_seconds`` measured: a 1-rank fit of the same model on the 200-vertex
     ``TINY`` graph (its compute is negligible), median epoch minus predicted compute."""
-    from benchmarks.full_batch.fits import fork_fit
-    from lightning_gnn_dist.costmodel import predict_epoch
-    from lightning_gnn_dist.data import load_dataset
-
     tiny = dict(cfg, dataset=TINY.format(features=dims[0], classes=dims[-1]))
     store = build_store(load_dataset(tiny["dataset"]), tiny["dataset"], root, "random", 1)
     fit = fork_fit(tiny, root, ("random", 1, "p2p"), cpu_times=False)
@@ -79,8 +82,6 @@ def step_overhead(cfg: dict, root: Path, dims: list[int], costs):
 
 
 def _calibrate_child(dims: list[int]) -> dict:
-    from lightning_gnn_dist.costmodel import calibrate
-
     return vars(calibrate(dims))
 
 
@@ -99,8 +100,6 @@ def contended_costs(dims: list[int], parts: int, alone):
 
 def _row(key: tuple, fits: list[dict], metrics, dims: list[int], costs, contended) -> dict:
     """One validation row: pooled medians of the key's fits next to the two predictions."""
-    from lightning_gnn_dist.costmodel import predict_epoch
-
     method, parts, exchange = key
     epochs = pooled([f["epoch_seconds"][1:] for f in fits])
     ranks = [r for f in fits for r in f["ranks"][1:]]  # measured epochs: every rank's seconds
@@ -137,10 +136,6 @@ def _row(key: tuple, fits: list[dict], metrics, dims: list[int], costs, contende
 
 def validation(cfg: dict, root: Path, dims: list[int]) -> tuple[list, dict]:
     """Fit every configuration in interleaved rounds and predict each."""
-    from benchmarks.full_batch.fits import fork_fit
-    from lightning_gnn_dist.costmodel import calibrate
-    from lightning_gnn_dist.data import load_dataset
-
     data = load_dataset(cfg["dataset"])
     stores = {(m, p): build_store(data, cfg["dataset"], root, m, p) for m, p, _ in cfg["fits"]}
     graph = {"num_nodes": int(data.num_nodes), "num_edges": int(data.edge_index.size(1))}
@@ -168,11 +163,6 @@ def validation(cfg: dict, root: Path, dims: list[int]) -> tuple[list, dict]:
 
 def scale(cfg: dict, dims: list[int], costs) -> tuple[list[dict], dict]:
     """Predicted epoch time per method and P on the ``infiniband`` preset."""
-    from lightning_gnn_dist.costmodel import predict_epoch
-    from lightning_gnn_dist.data import load_dataset
-    from lightning_gnn_dist.partition import get_partitioner
-    from lightning_gnn_dist.partition.metrics import partition_metrics
-
     data = load_dataset(cfg["scale_dataset"])
     rows = []
     for parts in cfg["scale_parts"]:
@@ -209,8 +199,6 @@ def scale(cfg: dict, dims: list[int], costs) -> tuple[list[dict], dict]:
 def draw(report: dict, stem: Path) -> None:
     """``cost_model_scale.png``: predicted epoch time against P per method (model output)."""
     import matplotlib.pyplot as plt
-
-    from lightning_gnn_dist.plots import save_figure
 
     rows = report["scale"]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -324,16 +312,10 @@ def render(report: dict) -> str:
 
 
 def run(r: Run) -> None:
-    from benchmarks.common.fits import quiet
-    from benchmarks.full_batch.model import HIDDEN
-    from lightning_gnn_dist.costmodel import NETWORKS
-    from lightning_gnn_dist.data import load_dataset
-
     quiet()
     mode = "quick" if r.quick else "default"
     cfg = dict(CONFIGS[mode], repeats=r.repeats)
-    root = r.args.cache_dir
-    root.mkdir(parents=True, exist_ok=True)
+    root = r.cache_dir
     probe = load_dataset(cfg["dataset"])
     dims = [probe.x.size(1), HIDDEN, int(probe.y.max()) + 1]
     del probe
@@ -359,11 +341,7 @@ def run(r: Run) -> None:
     )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_cache_dir(parser)
-
-
-BENCHMARK = Benchmark("cost_model", __doc__, run, render, add_arguments, repeats=2, draw=draw)
+BENCHMARK = Benchmark("cost_model", __doc__, run, render, repeats=2, draw=draw)
 
 if __name__ == "__main__":
     raise SystemExit(BENCHMARK.main())

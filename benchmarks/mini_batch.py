@@ -29,14 +29,21 @@ RSS is that process's own.
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch_geometric.nn import GraphSAGE
+
 from benchmarks.common.processes import call_in_child, peak_rss_bytes, rss_bytes, run_ranks
+from benchmarks.common.stores import build_store, store_path
 from benchmarks.harness import Benchmark, Run, log, ratio, ratio_cell, run_rounds
+from lightning_gnn_dist.data import load_dataset
+from lightning_gnn_dist.loaders import LocalGraphStore, NeighborLoader, PartitionedGraphStore
+from lightning_gnn_dist.partition.store import PartitionStore
 
 FANOUT, BATCH, HIDDEN = [25, 10], 1024, 256
 METHODS = ("random", "metis", "hypergraph", "gnn-blocks")
@@ -44,9 +51,6 @@ CACHE_ROWS = 4096
 
 
 def _model(data_features: int, classes: int):
-    import torch
-    from torch_geometric.nn import GraphSAGE
-
     torch.manual_seed(0)
     return GraphSAGE(data_features, HIDDEN, 2, classes)
 
@@ -59,10 +63,6 @@ def _epochs(loader):
 
 def _train_steps(loader, model, steps: int, world: int) -> dict:
     """Time ``steps`` training steps after one warm-up step; split batch wait vs compute."""
-    import torch
-    import torch.distributed as dist
-    import torch.nn.functional as F
-
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     params = list(model.parameters())
     wait, total = [], []
@@ -91,9 +91,6 @@ def _train_steps(loader, model, steps: int, world: int) -> dict:
 
 # -- (a) ------------------------------------------------------------------------------------------
 def sampler_section(spec: str, steps: int, repeats: int) -> dict:
-    from lightning_gnn_dist.data import load_dataset
-    from lightning_gnn_dist.loaders import LocalGraphStore, NeighborLoader
-
     start_rss = rss_bytes()
     data = load_dataset(spec)
     store = LocalGraphStore(data)
@@ -142,22 +139,12 @@ def sampler_section(spec: str, steps: int, repeats: int) -> dict:
 
 # -- (b)-(d) --------------------------------------------------------------------------------------
 def partition(spec: str, method: str, parts: int, root: Path) -> str:
-    from lightning_gnn_dist.data import load_dataset
-    from lightning_gnn_dist.partition import get_partitioner
-    from lightning_gnn_dist.partition.store import partition_to_store
-
-    path = root / f"{method}-p{parts}"
-    partitioner = get_partitioner(method, seed=0)
-    partition_to_store(load_dataset(spec), partitioner, parts, path, dataset=spec)
-    return str(path)
+    """The store of ``method`` with ``parts`` (built, or reused from ``root``); its folder."""
+    build_store(load_dataset(spec), spec, root, method, parts)
+    return str(store_path(spec, root, method, parts))
 
 
 def _rank_run(rank, world, store_path, steps, cache_size, prefetch, train):
-    import torch.distributed as dist
-
-    from lightning_gnn_dist.loaders import NeighborLoader, PartitionedGraphStore
-    from lightning_gnn_dist.partition.store import PartitionStore
-
     start_rss = rss_bytes()
     part = PartitionStore.open(store_path).load_part(rank)
     group = dist.new_group(backend="gloo") if prefetch else None
@@ -207,8 +194,6 @@ def _rank_run(rank, world, store_path, steps, cache_size, prefetch, train):
 
 def halo_structure(store_path: str) -> dict:
     """Per rank: own in-edges, and the in-edges of its halo vertices it would have to replicate."""
-    from lightning_gnn_dist.partition.store import PartitionStore
-
     store = PartitionStore.open(store_path)
     own, halo = [], []
     for rank in range(store.num_parts):
@@ -233,7 +218,7 @@ def _median_over_rounds(runs: list[dict]) -> dict:
 def run(r: Run) -> None:
     scale, steps = (13, 3) if r.quick else (16, 6)
     spec = f"rmat?scale={scale}&edge_factor=17&features=100&classes=16"
-    root = Path(r.args.cache_dir or tempfile.mkdtemp(prefix="lgd-mini-batch-"))
+    root = r.cache_dir
     report = r.report
     report.update(graph=spec, fanout=FANOUT, batch_size=BATCH, hidden=HIDDEN, steps=steps)
     report.update(repeats=r.repeats, cache_rows=CACHE_ROWS)
@@ -345,12 +330,8 @@ def render(r: dict) -> str:
     return "\n".join(lines)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cache-dir", type=Path, help="partition stores (default: a temp dir)")
-
-
 BENCHMARK = Benchmark(
-    "mini_batch", __doc__, run, render, add_arguments, repeats=1, packages=("pymetis", "mtkahypar")
+    "mini_batch", __doc__, run, render, repeats=1, packages=("pymetis", "mtkahypar")
 )
 
 if __name__ == "__main__":

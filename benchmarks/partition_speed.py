@@ -51,6 +51,8 @@ from benchmarks.harness import (
     run_rounds,
 )
 from benchmarks.partition_quality.config import GRAPHS
+from lightning_gnn_dist.data.datasets import load_dataset  # torch: not for --render
+from lightning_gnn_dist.partition import get_partitioner
 
 #: variant -> (method, options)
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -107,8 +109,6 @@ def _committed_totals() -> dict[tuple[str, int], int]:
 
 def _partition(data: Any, num_parts: int, seed: int, variant: str, weight: dict) -> dict:
     """One partition: wall seconds and exact metrics."""
-    from lightning_gnn_dist.partition import get_partitioner
-
     method, options = VARIANTS[variant]
     partitioner = get_partitioner(method, seed=seed, epsilon=0.03, **options, **weight)
     start = time.perf_counter()
@@ -232,8 +232,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(r: Run) -> None:
-    from lightning_gnn_dist.data.datasets import load_dataset  # torch: not for --render
-
     config = QUICK if r.quick else FULL
     r.report.update(repeats=r.repeats, skipped=[], rows=[])
     for name in r.args.graphs or list(config):

@@ -35,7 +35,21 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+import pytorch_lightning as pl
+
+from benchmarks.common.fits import fit, quiet
+from benchmarks.common.graphs import load_graph
 from benchmarks.harness import Benchmark, Run, csv, log, pooled, ratio, ratio_cell, run_rounds
+from lightning_gnn_dist.data import load_dataset
+from lightning_gnn_dist.data.subgraph_sampler import make_sampler
+from lightning_gnn_dist.lightning.batch_monitor import BatchCommunicationMonitor
+from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
+from lightning_gnn_dist.lightning.module import NodeClassifier
+from lightning_gnn_dist.lightning.strategy import GNNStrategy
+from lightning_gnn_dist.partition import get_partitioner
+from lightning_gnn_dist.partition.batch_volume import expected_batch_volume
+from lightning_gnn_dist.partition.store import partition_to_store
 
 GRAPHS = {
     "rmat": "rmat?scale=13&edge_factor=8",
@@ -60,8 +74,6 @@ METHODS = ("shp", "hp", "metis", "random")
 
 
 def partitioner(method: str, fraction: float, edge_coverage: float):
-    from lightning_gnn_dist.partition import get_partitioner
-
     if method == "shp":
         return get_partitioner(
             "stochastic-hypergraph", subgraph_size=fraction, edge_coverage=edge_coverage
@@ -72,10 +84,6 @@ def partitioner(method: str, fraction: float, edge_coverage: float):
 
 
 def volume_cells(r: Run, config: dict, coverage: float) -> None:
-    from benchmarks.common.graphs import load_graph
-    from lightning_gnn_dist.data.subgraph_sampler import make_sampler
-    from lightning_gnn_dist.partition.batch_volume import expected_batch_volume
-
     for graph, parts in config["graphs"].items():
         data = load_graph(GRAPHS[graph])
         log(f"{graph}: {data.num_nodes} vertices, {data.edge_index.size(1)} edges")
@@ -121,15 +129,6 @@ def _train(
     dataset: str, data, method: str, world: int, train: dict, coverage: float, folder: Path
 ) -> dict:
     """One SHP or HP fit with ``loader="subgraph"``: epoch seconds and per-batch traffic."""
-    import pytorch_lightning as pl
-
-    from benchmarks.common.fits import fit
-    from lightning_gnn_dist.lightning.batch_monitor import BatchCommunicationMonitor
-    from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
-    from lightning_gnn_dist.lightning.module import NodeClassifier
-    from lightning_gnn_dist.lightning.strategy import GNNStrategy
-    from lightning_gnn_dist.partition.store import partition_to_store
-
     fraction = train["fraction"]
     store = folder / f"{method}-{world}"
     if not store.exists():
@@ -154,8 +153,6 @@ def _train(
 
 
 def training_cells(r: Run, config: dict, coverage: float) -> None:
-    from lightning_gnn_dist.data import load_dataset
-
     train = config["training"]
     dataset = GRAPHS[train["graph"]]
     data = load_dataset(dataset)
@@ -246,10 +243,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(r: Run) -> None:
-    import numpy as np
-
-    from benchmarks.common.fits import quiet
-
     quiet()
     args = r.args
     config = json.loads(json.dumps(QUICK if r.quick else DEFAULT))

@@ -22,15 +22,23 @@ Every figure is a ratio against a baseline measured in the same invocation. Sect
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from pathlib import Path
 
 import numpy as np
+import pytorch_lightning as pl
 
-from benchmarks.common.stores import add_cache_dir
+from benchmarks.common.fits import fit as lightning_fit
+from benchmarks.common.fits import quiet
+from benchmarks.common.graphs import load_graph
 from benchmarks.harness import Benchmark, Run, log, markdown_table, ratio, run_rounds
+from lightning_gnn_dist.data.vertex_cut import vertex_copies
+from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
+from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
+from lightning_gnn_dist.lightning.module import NodeClassifier
+from lightning_gnn_dist.lightning.strategy import GNNStrategy
+from lightning_gnn_dist.partition import get_partitioner
 
 #: Paper 002 Table 4: replication factor of Libra partitions (for orientation; other graphs).
 PAPER_TABLE4 = {
@@ -82,10 +90,6 @@ def _label(spec: str) -> str:
 
 
 def replication_rows(cfg: dict) -> list[dict]:
-    from benchmarks.common.graphs import load_graph
-    from lightning_gnn_dist.data.vertex_cut import vertex_copies
-    from lightning_gnn_dist.partition import get_partitioner
-
     rows = []
     for name, spec in cfg["rf_graphs"].items():
         data = load_graph(spec)
@@ -149,14 +153,6 @@ def replication_rows(cfg: dict) -> list[dict]:
 
 def fit(dataset: str, mode: str, world: int, epochs: int, seed: int, root: Path) -> dict:
     """One GraphSAGE fit: rank 0's epoch seconds, traffic and validation accuracy."""
-    import pytorch_lightning as pl
-
-    from benchmarks.common.fits import fit as lightning_fit
-    from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
-    from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
-    from lightning_gnn_dist.lightning.module import NodeClassifier
-    from lightning_gnn_dist.lightning.strategy import GNNStrategy
-
     method = "hypergraph-mtkahypar" if mode == "p2p" else "vertex-cut"
     pl.seed_everything(seed, verbose=False)
     module = NodeClassifier("sage", hidden_channels=HIDDEN, dropout=0.5, lr=LR)
@@ -356,17 +352,10 @@ def notes(report: dict) -> list[str]:
     return out
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_cache_dir(parser, "lgd-vc-bench")
-
-
 def run(r: Run) -> None:
-    from benchmarks.common.fits import quiet
-
     quiet()
     cfg = CONFIGS["quick" if r.quick else "default"]
-    root = r.args.cache_dir
-    root.mkdir(parents=True, exist_ok=True)
+    root = r.cache_dir
     r.report["config"] = cfg
     if r.wants("a"):
         with r.section("a"):
@@ -384,7 +373,6 @@ BENCHMARK = Benchmark(
     __doc__,
     run,
     render,
-    add_arguments,
     sections=("a", "b", "c"),
     repeats=1,
     packages=("mtkahypar",),

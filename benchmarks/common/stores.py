@@ -3,8 +3,6 @@ timed fit, so partitioning is never part of an epoch."""
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +11,6 @@ from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.store import PartitionStore, partition_to_store
 
 SEED, EPSILON = 0, 0.03
-
-
-def add_cache_dir(parser: argparse.ArgumentParser, name: str = "lightning_gnn_dist_bench") -> None:
-    """``--cache-dir``: where partition stores are kept between runs."""
-    default = str(Path(tempfile.gettempdir()) / name)
-    parser.add_argument(
-        "--cache-dir", type=Path, default=default, help="partition stores (default: %(default)s)"
-    )
 
 
 def split_variant(name: str) -> tuple[str, dict[str, Any]]:

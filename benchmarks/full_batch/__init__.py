@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 
-from benchmarks.common.stores import add_cache_dir
 from benchmarks.full_batch.render import render
 from benchmarks.harness import Benchmark, Run, log
 
@@ -74,7 +73,6 @@ CONFIGS = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", help="override the dataset spec")
     parser.add_argument("--epochs", type=int, help="override epochs per fit (first is warm-up)")
-    add_cache_dir(parser)
 
 
 def _stores_needed(cfg: dict, r: Run) -> set[tuple[str, int]]:
@@ -100,8 +98,7 @@ def run(r: Run) -> None:
     mode = "quick" if r.quick else "full"
     cfg = dict(CONFIGS[mode], repeats=r.repeats)
     cfg.update({k: getattr(r.args, k) for k in ("dataset", "epochs") if getattr(r.args, k)})
-    root = r.args.cache_dir
-    root.mkdir(parents=True, exist_ok=True)
+    root = r.cache_dir
     log(f"[{mode}] loading {cfg['dataset']}")
     data = load_dataset(cfg["dataset"])
     num_features, num_classes = data.x.size(1), int(data.y.max()) + 1

@@ -8,6 +8,7 @@ A benchmark module defines one :class:`Benchmark` and ends with
 ``--out STEM``      output path without suffix (default ``benchmarks/results/<name>[_quick]``)
 ``--json-only``     write the JSON, not the markdown
 ``--render``        rewrite the markdown (and figures) from the existing JSON; runs nothing
+``--cache-dir DIR`` where built inputs (partition stores) are kept between runs
 ``--sections a,c``  run only these sections, keep the others from the existing JSON, if any
                     (benchmarks with sections)
 """
@@ -19,6 +20,7 @@ import contextlib
 import datetime
 import shlex
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -54,6 +56,8 @@ class Run:
         quick: ``--quick`` was given.
         repeats: interleaved rounds: ``--repeats``, else the benchmark's default for the mode.
         stem: output path without suffix.
+        cache_dir: ``--cache-dir``, created (default ``<tmp>/lightning_gnn_dist_bench``, shared by
+            the benchmarks: stores are keyed by dataset and settings).
         report: the report so far (with ``--sections``, the existing report's other sections;
             without an existing report, those sections are absent and not rendered).
     """
@@ -64,6 +68,8 @@ class Run:
         default = bench.quick_repeats if args.quick else bench.repeats
         self.repeats: int = getattr(args, "repeats", None) or default or 1
         self.stem: Path = args.out
+        self.cache_dir: Path = args.cache_dir
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.selected: set[str] = set(getattr(args, "sections", None) or bench.sections)
         self.report: dict[str, Any] = {}
         previous = self.stem.with_suffix(".json")
@@ -150,6 +156,12 @@ class Benchmark:
             )
         parser.add_argument("--out", type=Path, help="output path without suffix")
         parser.add_argument("--json-only", action="store_true", help="no markdown")
+        parser.add_argument(
+            "--cache-dir",
+            type=Path,
+            default=Path(tempfile.gettempdir()) / "lightning_gnn_dist_bench",
+            help="partition stores kept between runs (default: %(default)s)",
+        )
         parser.add_argument(
             "--render", action="store_true", help="rewrite the markdown from the existing JSON"
         )
