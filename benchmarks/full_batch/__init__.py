@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 
 from benchmarks.full_batch.render import render
-from benchmarks.harness import Benchmark, Run, log
+from benchmarks.harness import Benchmark, Run
 
 #: Section (c): ``method`` or ``method:vertex_weight`` (the partitioner's ``vertex_weight=``).
 SECTION_C_METHODS = [
@@ -75,59 +75,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, help="override epochs per fit (first is warm-up)")
 
 
-def _stores_needed(cfg: dict, r: Run) -> set[tuple[str, int]]:
-    needed = {(m, cfg["methods_world_size"]) for m in cfg["methods"]} if r.wants("c") else set()
-    if r.wants("a"):
-        needed.add(("random", 1))
-    if r.wants("b"):
-        needed |= {("hypergraph", p) for p in cfg["world_sizes"]}
-    if r.wants("d"):
-        needed |= {("hypergraph", p) for p in cfg["memory_world_sizes"]}
-    return needed
-
-
 def run(r: Run) -> None:
-    from benchmarks.common.fits import quiet  # torch and Lightning: not for --render
-    from benchmarks.full_batch.fits import build_stores
-    from benchmarks.full_batch.memory import section_d
-    from benchmarks.full_batch.model import HIDDEN, MODEL, exchange_widths
-    from benchmarks.full_batch.sections import section_a, section_b, section_c
-    from lightning_gnn_dist.data import load_dataset
+    from benchmarks.full_batch.sections import run as run_sections  # torch: not for --render
 
-    quiet()
-    mode = "quick" if r.quick else "full"
-    cfg = dict(CONFIGS[mode], repeats=r.repeats)
-    cfg.update({k: getattr(r.args, k) for k in ("dataset", "epochs") if getattr(r.args, k)})
-    root = r.cache_dir
-    log(f"[{mode}] loading {cfg['dataset']}")
-    data = load_dataset(cfg["dataset"])
-    num_features, num_classes = data.x.size(1), int(data.y.max()) + 1
-    widths = exchange_widths(num_features, num_classes)
-    graph = {
-        "spec": cfg["dataset"],
-        "num_nodes": int(data.num_nodes),
-        "num_edges": int(data.edge_index.size(1)),
-        "num_features": num_features,
-        "num_classes": num_classes,
-        "train_vertices": int(data.train_mask.sum()),
-    }
-    r.report.update(mode=mode, config=cfg, model=MODEL, graph=graph, widths=widths)
-    with r.section("partition"):
-        partitions = build_stores(cfg, data, root, _stores_needed(cfg, r))
-    r.report.setdefault("partitions", {}).update(partitions)
-    if r.wants("a"):
-        with r.section("a"):
-            r.report["a"] = section_a(cfg, data, root)
-    del data  # the whole graph is not needed any more
-    if r.wants("b"):
-        with r.section("b"):
-            r.report["b"] = section_b(cfg, root, widths)
-    if r.wants("c"):
-        with r.section("c"):
-            r.report["c"] = section_c(cfg, root, widths, [num_features, HIDDEN, num_classes])
-    if r.wants("d"):
-        with r.section("d"):
-            r.report["d"] = section_d(cfg, root, r.report["partitions"])
+    run_sections(r)
 
 
 BENCHMARK = Benchmark(

@@ -1,4 +1,5 @@
-"""Sections (a)-(c) of the full-batch benchmark: timed fits compared in interleaved rounds."""
+"""The full-batch benchmark's run: stores, then sections (a)-(c), timed fits compared in
+interleaved rounds, and (d) from :mod:`.memory`."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.fits import quiet
 from benchmarks.common.stores import split_variant, store_path
-from benchmarks.full_batch.fits import fork_fit, run_fits
-from benchmarks.full_batch.model import make_module, plain_epochs
-from benchmarks.harness import log, pooled, ratio, run_rounds
+from benchmarks.full_batch import CONFIGS
+from benchmarks.full_batch.fits import build_stores, fork_fit, run_fits
+from benchmarks.full_batch.memory import section_d
+from benchmarks.full_batch.model import HIDDEN, MODEL, exchange_widths, make_module, plain_epochs
+from benchmarks.harness import Run, log, pooled, ratio, run_rounds
 from lightning_gnn_dist.costmodel import calibrate, predict_epoch
+from lightning_gnn_dist.data import load_dataset
 from lightning_gnn_dist.partition.store import PartitionStore
 from lightning_gnn_dist.partition.weights import reference_costs
 
@@ -128,3 +133,52 @@ def section_c(cfg: dict, root: Path, widths: list[int], dims: list[int]) -> list
             )
         rows.append(row)
     return rows
+
+
+def _stores_needed(cfg: dict, r: Run) -> set[tuple[str, int]]:
+    needed = {(m, cfg["methods_world_size"]) for m in cfg["methods"]} if r.wants("c") else set()
+    if r.wants("a"):
+        needed.add(("random", 1))
+    if r.wants("b"):
+        needed |= {("hypergraph", p) for p in cfg["world_sizes"]}
+    if r.wants("d"):
+        needed |= {("hypergraph", p) for p in cfg["memory_world_sizes"]}
+    return needed
+
+
+def run(r: Run) -> None:
+    """The sections ``r`` selects, after building (or reusing) the stores they need."""
+    quiet()
+    mode = "quick" if r.quick else "full"
+    cfg = dict(CONFIGS[mode], repeats=r.repeats)
+    cfg.update({k: getattr(r.args, k) for k in ("dataset", "epochs") if getattr(r.args, k)})
+    root = r.cache_dir
+    log(f"[{mode}] loading {cfg['dataset']}")
+    data = load_dataset(cfg["dataset"])
+    num_features, num_classes = data.x.size(1), int(data.y.max()) + 1
+    widths = exchange_widths(num_features, num_classes)
+    graph = {
+        "spec": cfg["dataset"],
+        "num_nodes": int(data.num_nodes),
+        "num_edges": int(data.edge_index.size(1)),
+        "num_features": num_features,
+        "num_classes": num_classes,
+        "train_vertices": int(data.train_mask.sum()),
+    }
+    r.report.update(mode=mode, config=cfg, model=MODEL, graph=graph, widths=widths)
+    with r.section("partition"):
+        partitions = build_stores(cfg, data, root, _stores_needed(cfg, r))
+    r.report.setdefault("partitions", {}).update(partitions)
+    if r.wants("a"):
+        with r.section("a"):
+            r.report["a"] = section_a(cfg, data, root)
+    del data  # the whole graph is not needed any more
+    if r.wants("b"):
+        with r.section("b"):
+            r.report["b"] = section_b(cfg, root, widths)
+    if r.wants("c"):
+        with r.section("c"):
+            r.report["c"] = section_c(cfg, root, widths, [num_features, HIDDEN, num_classes])
+    if r.wants("d"):
+        with r.section("d"):
+            r.report["d"] = section_d(cfg, root, r.report["partitions"])

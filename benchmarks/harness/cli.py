@@ -77,6 +77,7 @@ class Run:
             self.report = read_json(previous)  # the sections not run now are kept
             if self.report.get("quick", False) != self.quick:
                 raise SystemExit(f"{previous} holds another mode's run; run every section")
+            self.report.pop("harness_note", None)  # a report from before the harness, rerun now
         self.report.update(
             benchmark=bench.name,
             command=command,
@@ -188,7 +189,13 @@ class Benchmark:
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         argv = list(sys.argv[1:] if argv is None else argv)
-        args = self.parser().parse_args(argv)
+        parser = self.parser()
+        args = parser.parse_args(argv)
+        unknown = set(getattr(args, "sections", None) or ()) - set(self.sections)
+        if unknown:
+            parser.error(
+                f"unknown sections {sorted(unknown)}; choose from {', '.join(self.sections)}"
+            )
         stem = args.out or RESULTS / (self.name + ("_quick" if args.quick else ""))
         args.out = stem.with_suffix("") if stem.suffix in (".json", ".md") else stem
         if args.render:
