@@ -22,3 +22,8 @@ test: lint
 # same build inside the test suite.
 docs: venv
 	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+
+# Every benchmark once in --quick mode (a smoke test; outputs *_quick.*, ignored by git). The full
+# runs and `render-all` are listed in benchmarks/README.md.
+bench: venv
+	$(PY) -m benchmarks quick-all
