@@ -21,4 +21,6 @@ NAMES = (
     "vertex_cut",
     "subgraph_minibatch",
     "mini_batch",
+    "codec",
+    "codec_cluster",
 )
