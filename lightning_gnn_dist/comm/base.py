@@ -206,6 +206,8 @@ class HaloExchange(ABC):
         recv_counts, d]`` decoded rows grouped by sending rank and records the bytes that leave
         this rank (its own block stays local). For modes that move rows with collectives (RDM's
         redistributions)."""
+        if self.world_size == 1:  # everything stays local: no process group needed
+            return rows
         codec = self._codec(layer, direction)
         width = rows.size(1)
         wire = self._encode(codec, rows.contiguous(), layer, direction)
