@@ -12,8 +12,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
+from torch_geometric.utils import is_sparse
 
-from lightning_gnn_dist.nn.context import aggregate, current_graph_context
+from lightning_gnn_dist.data.csr import CSRAdjacency, tensor_cache
+from lightning_gnn_dist.data.graph import gcn_norm_weights
+from lightning_gnn_dist.nn.context import current_graph_context
+from lightning_gnn_dist.nn.spmm import SparseMatrix, spmm
 
 
 class _Distributed:
@@ -47,27 +51,63 @@ class DistGCNConv(_Distributed, GCNConv):
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
         ctx = current_graph_context()
         if ctx is None:
-            return super().forward(x, edge_index, edge_weight)
+            return self._local_forward(x, edge_index, edge_weight)
         if edge_weight is not None:
             raise NotImplementedError(
                 f"GCNConv ({self._name()}): edge_weight is not supported in distributed mode (the "
                 "global normalisation comes from the partition's degrees); call it without one"
             )
-        owned_edges, halo_edges, (owned_w, halo_w) = ctx.gcn_graph(
-            self.add_self_loops, self.improved, self.normalize
-        )
+        owned, halo_matrix = ctx.gcn_matrices(self.add_self_loops, self.improved, self.normalize)
         transform_first = self.out_channels <= self.in_channels
         h = self.lin(x) if transform_first else x
         pending = ctx.exchange.start(h, self._name())
-        out = aggregate(h, owned_edges, owned_w, h.size(0))
+        out = spmm(owned, h)
         halo = pending.wait()
-        out = aggregate(halo, halo_edges, halo_w, h.size(0), out=out)
-        out = ctx.synchronise(out, self._name())
-        if not transform_first:
+        # Always through the halo product, even with no halo rows: its backward is what
+        # returns this rank's gradient rows to their owners. spmm's result is ours: add in place.
+        out = out.add_(spmm(halo_matrix, halo))
+        return self._finish(ctx.synchronise(out, self._name()), transform_first)
+
+    def _finish(self, out: Tensor, transformed: bool) -> Tensor:
+        if not transformed:
             out = self.lin(out)
-        if self.bias is not None:
-            out = out + self.bias
-        return out
+        return out if self.bias is None else out + self.bias
+
+    def _local_forward(self, x: Tensor, edge_index, edge_weight: Tensor | None) -> Tensor:
+        """No graph context: PyG's ``GCNConv`` on ``edge_index``, with ``gcn_norm`` and its CSR
+        matrix computed once per ``edge_index`` tensor (PyG recomputes them every call unless
+        ``cached=True``) and the narrower of ``X·W`` and ``X`` multiplied by ``Â``."""
+        if (
+            edge_weight is not None
+            or not isinstance(x, Tensor)
+            or not isinstance(edge_index, Tensor)
+            or is_sparse(edge_index)
+            or (self.cached and self._cached_edge_index is not None)
+        ):
+            return super().forward(x, edge_index, edge_weight)
+        matrix = _gcn_matrix(edge_index, x.size(0), self.add_self_loops, self.normalize)
+        transform_first = self.out_channels <= self.in_channels
+        out = spmm(matrix, self.lin(x) if transform_first else x)
+        return self._finish(out, transform_first)
+
+
+def _gcn_matrix(edge_index: Tensor, num_nodes: int, add_self_loops: bool, normalize: bool):
+    """PyG 2.8 ``gcn_norm`` of an unweighted ``edge_index`` as a CSR :class:`SparseMatrix`,
+    cached on the tensor (see :func:`~lightning_gnn_dist.data.csr.adjacency_of`)."""
+    cache = tensor_cache(edge_index)
+    key = ("gcn", num_nodes, add_self_loops, normalize)
+    if key not in cache:
+        src, dst = edge_index
+        loop = src == dst
+        in_degree = torch.bincount(dst[~loop], minlength=num_nodes)
+        num_loops = torch.bincount(dst[loop], minlength=num_nodes)
+        vertices = torch.arange(num_nodes, device=edge_index.device)
+        edges, weight = gcn_norm_weights(
+            edge_index, in_degree, num_loops, vertices, add_self_loops, normalize
+        )
+        normalised = CSRAdjacency.from_edge_index(edges, num_nodes, num_nodes)
+        cache[key] = SparseMatrix(normalised, normalised.entry_values(weight.to(edges.device)))
+    return cache[key]
 
 
 class DistSAGEConv(_Distributed, SAGEConv):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistSAGEConv
+from lightning_gnn_dist.nn.fused import use_sparse_aggregation
 
 
 class _Stack(nn.Module):
@@ -27,6 +29,7 @@ class _Stack(nn.Module):
         self.dropout = dropout
         for i, conv in enumerate(self.convs):
             conv.layer_name = f"convs.{i}"
+        use_sparse_aggregation(self)
 
     def _make_convs(self, dims: list[int], dropout: float) -> list[nn.Module]:
         return [self.conv(dims[i], dims[i + 1]) for i in range(len(dims) - 1)]
@@ -35,8 +38,21 @@ class _Stack(nn.Module):
         for i, conv in enumerate(self.convs):
             x = conv(x, edge_index)
             if i < len(self.convs) - 1:
-                x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
+                x = dropout(F.relu(x), p=self.dropout, training=self.training)
         return x
+
+
+def dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """Inverted dropout as :func:`torch.nn.functional.dropout`, with the keep mask drawn by
+    ``torch.rand_like`` (one thread: ~4× faster than the Bernoulli sampler ``F.dropout`` uses
+    on CPU; the same distribution, another stream of the same generator)."""
+    if not training or p == 0.0:
+        return x
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1] (got {p})")
+    if p == 1.0:
+        return x * 0.0
+    return x * ((torch.rand_like(x) >= p) * (1.0 / (1.0 - p)))
 
 
 def _dims(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int) -> list[int]:
