@@ -71,7 +71,8 @@ class DistGCNConv(_Distributed, GCNConv):
     def _finish(self, out: Tensor, transformed: bool) -> Tensor:
         if not transformed:
             out = self.lin(out)
-        return out if self.bias is None else out + self.bias
+        # ``out`` is this layer's own tensor (a product's result): add the bias in place.
+        return out if self.bias is None else out.add_(self.bias)
 
     def _local_forward(self, x: Tensor, edge_index, edge_weight: Tensor | None) -> Tensor:
         """No graph context: PyG's ``GCNConv`` on ``edge_index``, with ``gcn_norm`` and its CSR

@@ -22,8 +22,6 @@ need PyG's own gradient — attention layers, learned edge weights, other layers
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 from torch_geometric import EdgeIndex
@@ -33,7 +31,7 @@ from torch_geometric.utils import is_sparse
 
 from lightning_gnn_dist.data.csr import CSRAdjacency, adjacency_of
 from lightning_gnn_dist.nn.context import current_graph_context
-from lightning_gnn_dist.nn.spmm import SparseMatrix, spmm
+from lightning_gnn_dist.nn.spmm import SparseMatrix, csr_tensor, spmm
 
 FUSED_LAYERS: dict[type[MessagePassing], str | None] = {
     GCNConv: "edge_weight",
@@ -129,14 +127,18 @@ def _to_sparse(module: MessagePassing, inputs: tuple):
     num_src, num_dst = sizes
     matrix = sparse_matrix(edge_index, num_dst, num_src, weight, module.aggr)
     module.__dict__[_PENDING] = matrix
-    dtype = _dtype(kwargs.get("x"))
-    return matrix.forward_csr(dtype), None, kwargs
+    return _placeholder(matrix.adj), None, kwargs
 
 
-def _dtype(x: Any) -> torch.dtype:
-    if isinstance(x, (tuple, list)):
-        x = x[0]
-    return x.dtype if isinstance(x, Tensor) and x.is_floating_point() else torch.float32
+def _placeholder(adj: CSRAdjacency) -> Tensor:
+    """A ``torch`` CSR tensor of ``Â``'s shape and no entries: it makes PyG choose the fused
+    path (and costs PyG's bookkeeping nothing); ``message_and_aggregate`` gets the real matrix."""
+    cache = adj.__dict__.setdefault("_lgd_placeholder", {})
+    if "csr" not in cache:
+        empty = torch.zeros(0, dtype=adj.col.dtype, device=adj.device)
+        crow = torch.zeros(adj.num_rows + 1, dtype=adj.col.dtype, device=adj.device)
+        cache["csr"] = csr_tensor(crow, empty, empty.float(), adj.shape)
+    return cache["csr"]
 
 
 def sparse_matrix(
