@@ -36,8 +36,9 @@ class CSRAdjacency:
         crow: ``[num_rows + 1]`` entry offsets per row (``int32`` when it fits, else ``int64``).
         col: ``[E]`` source of each entry; within a row, entries are ordered by source, parallel
             edges in their input order.
-        perm: ``[E] int64``: entry ``k`` is edge ``perm[k]`` of the edge list it was built from
-            (so per-edge values in edge order become ``values[perm]`` in entry order).
+        perm: ``[E]`` (``int32`` when it fits): entry ``k`` is edge ``perm[k]`` of the edge list
+            it was built from (so per-edge values in edge order become ``values[perm]`` in entry
+            order).
     """
 
     num_rows: int
@@ -46,7 +47,6 @@ class CSRAdjacency:
     col: Tensor
     perm: Tensor
     _transpose: CSRAdjacency | None = field(default=None, repr=False)
-    _row: Tensor | None = field(default=None, repr=False)
 
     @classmethod
     def from_edge_index(cls, edge_index: Tensor, num_rows: int, num_cols: int) -> CSRAdjacency:
@@ -62,7 +62,7 @@ class CSRAdjacency:
         dtype = index_dtype(num_rows, num_cols, row.numel())
         crow = torch.zeros(num_rows + 1, dtype=torch.long, device=row.device)
         torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
-        return cls(num_rows, num_cols, crow.to(dtype), col[perm].to(dtype), perm)
+        return cls(num_rows, num_cols, crow.to(dtype), col[perm].to(dtype), perm.to(dtype))
 
     @property
     def num_entries(self) -> int:
@@ -83,12 +83,13 @@ class CSRAdjacency:
 
     @property
     def row(self) -> Tensor:
-        """``[E] int64`` row (target) of every entry (built once)."""
-        if self._row is None:
-            self._row = torch.repeat_interleave(
-                torch.arange(self.num_rows, device=self.device), self.degree()
-            )
-        return self._row
+        """``[E] int64`` row (target) of every entry (computed on each call, not kept: 8 bytes
+        per entry)."""
+        return torch.repeat_interleave(
+            torch.arange(self.num_rows, device=self.device),
+            self.degree(),
+            output_size=self.num_entries,
+        )
 
     def transpose(self) -> CSRAdjacency:
         """``Âᵀ`` (``num_cols × num_rows``), built once; its ``perm`` maps its entries to the
@@ -102,7 +103,7 @@ class CSRAdjacency:
 
     def entry_values(self, edge_values: Tensor) -> Tensor:
         """Per-edge values ``[E]`` in the input edge order → the same values in entry order."""
-        return edge_values[self.perm]
+        return edge_values[self.perm.long()]
 
     def row_prefix(self, num_rows: int, num_cols: int) -> CSRAdjacency:
         """The first ``num_rows`` rows as a ``num_rows × num_cols`` matrix (views, no copy).
@@ -120,8 +121,7 @@ class CSRAdjacency:
 
     def nbytes(self) -> int:
         """Bytes held (structure, cached transpose and row index included)."""
-        tensors = [self.crow, self.col, self.perm, self._row]
-        total = sum(t.numel() * t.element_size() for t in tensors if t is not None)
+        total = sum(t.numel() * t.element_size() for t in (self.crow, self.col, self.perm))
         return total + (self._transpose.nbytes() if self._transpose is not None else 0)
 
     def __repr__(self) -> str:
@@ -161,21 +161,53 @@ def adjacency_of(edge_index: Tensor, num_rows: int, num_cols: int) -> CSRAdjacen
 
 def resized(adj: CSRAdjacency, num_rows: int, num_cols: int) -> CSRAdjacency:
     """The same entries in a ``num_rows × num_cols`` matrix (rows and columns added or dropped
-    at the end; dropped ones must be empty)."""
-    crow = adj.crow
-    if num_rows > adj.num_rows:
-        pad = crow[-1:].expand(num_rows - adj.num_rows)
-        crow = torch.cat([crow, pad])
-    elif num_rows < adj.num_rows:
-        if int(crow[num_rows]) != adj.num_entries:
-            raise ValueError(
-                f"cannot shrink a CSR adjacency to {num_rows} rows: rows beyond it hold entries"
-            )
-        crow = crow[: num_rows + 1]
+    at the end; dropped ones must be empty). A transpose already built is resized with it."""
+    if num_rows < adj.num_rows and int(adj.crow[num_rows]) != adj.num_entries:
+        raise ValueError(
+            f"cannot shrink a CSR adjacency to {num_rows} rows: rows beyond it hold entries"
+        )
     if num_cols < adj.num_cols and adj.num_entries and int(adj.col.max()) >= num_cols:
         raise ValueError(
             f"cannot shrink a CSR adjacency to {num_cols} columns: an edge has a source "
             f"{int(adj.col.max())}"
         )
+    out = _resized_structure(adj, num_rows, num_cols)
+    if adj._transpose is not None:
+        out._transpose = _resized_structure(adj._transpose, num_cols, num_rows)
+    return out
+
+
+def _resized_structure(adj: CSRAdjacency, num_rows: int, num_cols: int) -> CSRAdjacency:
+    crow = adj.crow
+    if num_rows > adj.num_rows:
+        crow = torch.cat([crow, crow[-1:].expand(num_rows - adj.num_rows)])
+    else:
+        crow = crow[: num_rows + 1]
     dtype = index_dtype(num_rows, num_cols, adj.num_entries)
-    return CSRAdjacency(num_rows, num_cols, crow.to(dtype), adj.col.to(dtype), adj.perm)
+    return CSRAdjacency(num_rows, num_cols, crow.to(dtype), adj.col.to(dtype), adj.perm.to(dtype))
+
+
+def hop_prefix(edge_index: Tensor, num_edges: int) -> Tensor:
+    """``edge_index[:, :num_edges]`` as one tensor object per batch and length, so every layer
+    (and step of a trimmed model) sees the same edges tensor and its cached CSR."""
+    if num_edges == edge_index.size(1):
+        return edge_index
+    prefixes = tensor_cache(edge_index).setdefault("hop_prefix", {})
+    if num_edges not in prefixes:
+        prefixes[num_edges] = edge_index[:, :num_edges]
+    return prefixes[num_edges]
+
+
+def prepare_batch_adjacency(
+    edge_index: Tensor, num_sampled_nodes: list[int], num_sampled_edges: list[int]
+) -> None:
+    """Build (and cache on the tensors) the CSR matrices and transposes a model needs on a
+    sampled batch: the whole batch graph (``N × N``) and each hop prefix that a trimmed layer
+    uses. A loader calls it while it prepares the batch (in its prefetch thread, if any), so
+    the training step finds them built."""
+    num_nodes = sum(num_sampled_nodes)
+    adjacency_of(edge_index, num_nodes, num_nodes).transpose()
+    for hops in range(1, len(num_sampled_edges)):
+        edges = hop_prefix(edge_index, sum(num_sampled_edges[:hops]))
+        num_src, num_dst = sum(num_sampled_nodes[: hops + 1]), sum(num_sampled_nodes[:hops])
+        adjacency_of(edges, num_dst, num_src).transpose()

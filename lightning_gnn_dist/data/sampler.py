@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 _MASK32 = 0xFFFFFFFF
+_TABLE_IDS = 2**24  # position table of NeighborSampler: at most 128 MiB of int64
 HopSampler = Callable[[Tensor, int, int], tuple[Tensor, Tensor]]
 
 
@@ -116,27 +117,43 @@ class InEdges:
             return degree, self.src[edge]
         if replace:
             return self._with_replacement(first, degree, stream, dst_key, fanout)
-        pieces = [_segment_edges(first, degree, (degree <= fanout).nonzero().view(-1))]
+        # Each target's sampled in-edges go straight to their place in the output (targets in
+        # order, per target in selection order): no sort of all sampled edges.
+        counts = degree.clamp(max=fanout)
+        starts = torch.cumsum(counts, 0) - counts
+        out = self.src.new_empty(int(counts.sum()))
+        small = (degree <= fanout).nonzero().view(-1)
+        target, edge = _segment_edges(first, degree, small)
+        out[starts[target] + edge - first[target]] = self.src[edge]
         # High degree: the first `fanout` distinct of 2·fanout uniform draws (a uniform subset),
         # so the work per target is O(fanout) whatever its degree; the rare target with too few
-        # distinct draws falls back to the key sort below, which is uniform too.
+        # distinct draws takes the key path below, which is uniform too.
         sparse = (degree > _SPARSE * fanout).nonzero().view(-1)
-        picked, missing = self._distinct_draws(first, degree, stream, dst_key, fanout, sparse)
-        pieces.append(picked)
-        dense = torch.cat(
-            [((degree > fanout) & (degree <= _SPARSE * fanout)).nonzero().view(-1), missing]
+        picked, edges, missing = self._distinct_draws(
+            first, degree, stream, dst_key, fanout, sparse
         )
-        target, edge = _segment_edges(first, degree, dense)
-        key = hash_keys(stream[target], dst_key[target], self.src_key[edge])
-        order = torch.argsort((target << 32) | key)
-        target, edge = target[order], edge[order]
-        start = torch.searchsorted(target, target)
-        keep = torch.arange(target.numel()) - start < fanout
-        pieces.append((target[keep], edge[keep]))
-        target = torch.cat([t for t, _ in pieces])
-        edge = torch.cat([e for _, e in pieces])
-        order = torch.argsort(target, stable=True)
-        return torch.bincount(target, minlength=local.numel()), self.src[edge[order]]
+        _place(out, starts, picked, self.src[edges])
+        middle = ((degree > fanout) & (degree <= _SPARSE * fanout)).nonzero().view(-1)
+        for which in (middle, missing):
+            edges = self._smallest_keys(first, degree, stream, dst_key, fanout, which)
+            _place(out, starts, which, self.src[edges])
+        return counts, out
+
+    def _smallest_keys(self, first, degree, stream, dst_key, fanout, which):
+        """``[len(which), fanout]`` in-edges of each target in ``which``: those with the
+        smallest keys ``hash(stream, id(i), id(j))``, ascending (one row-wise top-k)."""
+        if which.numel() == 0:
+            return first.new_empty(0, fanout)
+        width = int(degree[which].max())
+        column = torch.arange(width)
+        edge = first[which].unsqueeze(1) + column
+        valid = column < degree[which].unsqueeze(1)
+        edge = torch.where(valid, edge, 0)
+        key = hash_keys(
+            stream[which].unsqueeze(1), dst_key[which].unsqueeze(1), self.src_key[edge]
+        ).masked_fill_(~valid, _NO_KEY)
+        position = torch.topk(key, fanout, dim=1, largest=False, sorted=True).indices
+        return edge.gather(1, position)
 
     def _with_replacement(self, first, degree, stream, dst_key, fanout):
         counts = torch.where(degree > 0, fanout, 0)
@@ -144,25 +161,37 @@ class InEdges:
         return counts, self.src[first[target] + offset]
 
     def _distinct_draws(self, first, degree, stream, dst_key, fanout, which):
-        """``((target, edge), missing)``: for each target in ``which`` the first ``fanout``
-        distinct in-edges of ``2 · fanout`` uniform draws; ``missing`` the targets with fewer."""
-        counts = torch.zeros_like(degree)
-        counts[which] = 2 * fanout
-        target, offset, draw = _uniform_offsets(stream, dst_key, degree, counts)
-        order = torch.argsort((target << 32) | offset, stable=True)  # draw order within ties
-        target, offset, draw = target[order], offset[order], draw[order]
-        first_seen = torch.ones_like(target, dtype=torch.bool)
-        first_seen[1:] = (target[1:] != target[:-1]) | (offset[1:] != offset[:-1])
-        target, offset, draw = target[first_seen], offset[first_seen], draw[first_seen]
-        order = torch.argsort((target << 32) | draw)
-        target, offset = target[order], offset[order]
-        keep = torch.arange(target.numel()) - torch.searchsorted(target, target) < fanout
-        target, offset = target[keep], offset[keep]
-        found = torch.bincount(target, minlength=degree.numel())[which]
-        complete = torch.isin(target, which[found >= fanout])
-        return (target[complete], first[target[complete]] + offset[complete]), which[found < fanout]
+        """``(complete, edges [len(complete), fanout], missing)``: for each target in ``which``
+        the first ``fanout`` distinct in-edges of ``2 · fanout`` uniform draws, in draw order;
+        ``missing`` the targets with fewer distinct draws. Row-wise, one row per target."""
+        if which.numel() == 0:
+            return which, first.new_empty(0, fanout), which
+        draws = 2 * fanout
+        u = (
+            hash_keys(
+                stream[which].unsqueeze(1), dst_key[which].unsqueeze(1), torch.arange(draws)
+            ).double()
+            / 2.0**32
+        )
+        offset = (u * degree[which].unsqueeze(1)).long()
+        offset, draw = torch.sort(offset, dim=1, stable=True)  # repeats: earliest draw first
+        repeat = torch.zeros_like(offset, dtype=torch.bool)
+        repeat[:, 1:] = offset[:, 1:] == offset[:, :-1]
+        complete = (~repeat).sum(1) >= fanout
+        order = draw.masked_fill_(repeat, draws)[complete]
+        position = torch.topk(order, fanout, dim=1, largest=False, sorted=True).indices
+        edges = first[which[complete]].unsqueeze(1) + offset[complete].gather(1, position)
+        return which[complete], edges, which[~complete]
 
 
+def _place(out: Tensor, starts: Tensor, targets: Tensor, rows: Tensor) -> None:
+    """``out[starts[t] + k] = rows[i, k]`` for target ``t = targets[i]``."""
+    if targets.numel():
+        index = starts[targets].unsqueeze(1) + torch.arange(rows.size(1))
+        out[index.view(-1)] = rows.reshape(-1)
+
+
+_NO_KEY = 2**62
 _SPARSE = 4
 
 
@@ -222,8 +251,11 @@ class NeighborSampler:
             )
         self.num_neighbors = [int(k) for k in num_neighbors]
         self.replace = replace
+        self._table: Tensor | None = None
 
-    def sample(self, seeds: Tensor, stream: int, sample_hop: HopSampler) -> SampledSubgraph:
+    def sample(
+        self, seeds: Tensor, stream: int, sample_hop: HopSampler, num_ids: int | None = None
+    ) -> SampledSubgraph:
         """Expand ``seeds`` (``[B] int64`` distinct routing ids) hop by hop.
 
         Args:
@@ -231,7 +263,12 @@ class NeighborSampler:
             stream: the batch's random stream (see :func:`stream_key`).
             sample_hop: ``(frontier [F], fanout, stream) -> (counts [F], src [Σ counts])``, e.g.
                 a bound :meth:`InEdges.sample` or a distributed request/response.
+            num_ids: size of the routing id space, if known: up to 2**24 ids, vertices are
+                relabelled through a kept ``[num_ids]`` position table (no sort per hop); the
+                result is the same either way.
         """
+        if num_ids is not None and num_ids <= _TABLE_IDS:
+            return self._sample_with_table(seeds, stream, sample_hop, num_ids)
         n_id, frontier_local = seeds, torch.arange(seeds.numel())
         sorted_ids, sort_perm = torch.sort(seeds)
         edges, num_nodes, num_edges = [], [int(seeds.numel())], []
@@ -247,6 +284,42 @@ class NeighborSampler:
             edges.append(torch.stack([src_local, dst]))
             num_nodes.append(int(new.numel()))
             num_edges.append(int(src.numel()))
+        return SampledSubgraph(n_id, torch.cat(edges, dim=1), num_nodes, num_edges)
+
+    def _sample_with_table(
+        self, seeds: Tensor, stream: int, sample_hop: HopSampler, num_ids: int
+    ) -> SampledSubgraph:
+        """:meth:`sample` with a position table: ``table[id]`` is the local index of a vertex
+        already in the batch, else −1 (reset after the batch)."""
+        table = self._table
+        if table is None or table.numel() < num_ids:
+            table = self._table = torch.full((num_ids,), -1, dtype=torch.long)
+        pieces, frontier = [seeds], torch.arange(seeds.numel())
+        num_local = seeds.numel()
+        table[seeds] = frontier
+        edges, num_nodes, num_edges = [], [int(seeds.numel())], []
+        try:
+            for fanout in self.num_neighbors:
+                counts, src = sample_hop(pieces[-1], fanout, stream)
+                dst = torch.repeat_interleave(frontier, counts)
+                unseen = src[table[src] < 0]
+                if unseen.numel() * 16 >= num_ids:  # a flag per id beats sorting the unseen
+                    flags = torch.zeros(num_ids, dtype=torch.bool)
+                    flags[unseen] = True
+                    new = flags.nonzero().view(-1)
+                else:
+                    new = torch.unique(unseen)
+                frontier = torch.arange(num_local, num_local + new.numel())
+                table[new] = frontier
+                num_local += new.numel()
+                edges.append(torch.stack([table[src], dst]))
+                pieces.append(new)
+                num_nodes.append(int(new.numel()))
+                num_edges.append(int(src.numel()))
+            n_id = torch.cat(pieces)
+        finally:
+            for piece in pieces:
+                table[piece] = -1
         return SampledSubgraph(n_id, torch.cat(edges, dim=1), num_nodes, num_edges)
 
     def __repr__(self) -> str:

@@ -50,6 +50,7 @@ class LocalGraphStore:
 
     def __init__(self, data: Data) -> None:
         self.data = data
+        self.num_routing_ids = int(data.num_nodes)
         self.in_edges = InEdges.from_edge_index(data.edge_index, data.num_nodes)
         self.counter = CommCounter()
 
@@ -90,6 +91,7 @@ class PartitionedGraphStore:
             )
         self.partition, self.group = partition, group
         self.rank, self.world_size = partition.part_id, partition.num_parts
+        self.num_routing_ids = int(partition.num_nodes_global)
         self.start, self.end = partition.owned_range
         self.counter = CommCounter()
         self.cache_hit_rows = 0

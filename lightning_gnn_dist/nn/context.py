@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import torch
 from torch import Tensor
 
 from lightning_gnn_dist.comm.base import HaloExchange
@@ -118,13 +117,3 @@ def use_graph_context(context: GraphContext) -> Iterator[GraphContext]:
 def current_graph_context() -> GraphContext | None:
     """The innermost active :class:`GraphContext`, or ``None`` outside any."""
     return _ACTIVE[-1] if _ACTIVE else None
-
-
-def aggregate(
-    h: Tensor, edge_index: Tensor, weight: Tensor, num_rows: int, out: Tensor | None = None
-) -> Tensor:
-    """``out[i] += Σ_{(j, i) ∈ edges} weight · h[j]``: ``[num_rows, d]`` (vectorised)."""
-    messages = h.index_select(0, edge_index[0]) * weight.unsqueeze(-1)
-    if out is None:
-        out = torch.zeros(num_rows, h.size(1), dtype=h.dtype, device=h.device)
-    return out.index_add(0, edge_index[1], messages)

@@ -10,6 +10,7 @@ rows only.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 from torch_geometric.utils import is_sparse
@@ -17,6 +18,7 @@ from torch_geometric.utils import is_sparse
 from lightning_gnn_dist.data.csr import CSRAdjacency, tensor_cache
 from lightning_gnn_dist.data.graph import gcn_norm_weights
 from lightning_gnn_dist.nn.context import current_graph_context
+from lightning_gnn_dist.nn.fused import sparse_matrix
 from lightning_gnn_dist.nn.spmm import SparseMatrix, spmm
 
 
@@ -114,15 +116,64 @@ def _gcn_matrix(edge_index: Tensor, num_nodes: int, add_self_loops: bool, normal
 class DistSAGEConv(_Distributed, SAGEConv):
     """:class:`torch_geometric.nn.SAGEConv` on the local graph; neighbours' rows come from the
     halo exchange (mean/max/sum over in-neighbours is exact: a rank holds every in-edge of its
-    vertices)."""
+    vertices).
+
+    With ``mean``/``sum`` aggregation, no ``project`` and ``out_channels < in_channels``, a layer
+    whose input needs a gradient multiplies by ``lin_l``'s weight *before* aggregating (as DGL
+    does): the product, the halo rows exchanged and the backward product are ``out_channels``
+    wide instead of ``in_channels`` (``lin_l(mean(x)) = mean(x·Wᵀ) + b``, empty neighbourhoods
+    included). A first layer (input without gradient) aggregates first: it then needs no
+    backward product and no backward exchange at all.
+    """
+
+    def _transforms_first(self, x: Tensor) -> bool:
+        return (
+            x.requires_grad
+            and self.aggr in ("mean", "sum", "add")
+            and not self.project
+            and isinstance(self.in_channels, int)
+            and self.out_channels < self.in_channels
+        )
 
     def forward(self, x: Tensor, edge_index, size=None) -> Tensor:
         ctx = current_graph_context()
+        x_src = x[0] if isinstance(x, (tuple, list)) else x
+        if (
+            isinstance(x_src, Tensor)
+            and isinstance(edge_index, Tensor)
+            and not is_sparse(edge_index)
+            and self._transforms_first(x_src)
+        ):
+            return self._transform_first(ctx, x, edge_index, size)
         if ctx is None or not isinstance(x, Tensor):
             return super().forward(x, edge_index, size)
         halo = ctx.exchange(x, self._name())
         x_all = torch.cat([x, halo])
         return super().forward((x_all, x), edge_index, (x_all.size(0), x.size(0)))
+
+    def _transform_first(self, ctx, x, edge_index: Tensor, size) -> Tensor:
+        x_src, x_dst = x if isinstance(x, (tuple, list)) else (x, x)
+        h = F.linear(x_src, self.lin_l.weight)
+        if ctx is not None:
+            if x_dst is not x_src:
+                raise NotImplementedError(
+                    f"SAGEConv ({self._name()}): distributed mode takes one feature tensor"
+                )
+            h = torch.cat([h, ctx.exchange(h, self._name())])
+        num_src = h.size(0) if size is None or size[0] is None else size[0]
+        num_dst = x_dst.size(0) if size is None or size[1] is None else size[1]
+        matrix = sparse_matrix(edge_index, num_dst, num_src, None, self.aggr)
+        out = spmm(matrix, h)
+        if ctx is not None:
+            replaced = ctx.after_aggregate(
+                self, {"index": matrix.adj.row, "dim_size": num_dst}, out
+            )
+            out = out if replaced is None else replaced
+        if self.lin_l.bias is not None:
+            out = out + self.lin_l.bias
+        if self.root_weight and x_dst is not None:
+            out = out + self.lin_r(x_dst)
+        return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
 
 
 class DistGATConv(_Distributed, GATConv):

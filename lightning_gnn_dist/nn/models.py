@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lightning_gnn_dist.data.csr import tensor_cache
+from lightning_gnn_dist.data.csr import hop_prefix
 from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistSAGEConv
 from lightning_gnn_dist.nn.fused import use_sparse_aggregation
 
@@ -71,17 +71,6 @@ class _Stack(nn.Module):
             if i < len(self.convs) - 1:
                 x = dropout(F.relu(x), p=self.dropout, training=self.training)
         return x
-
-
-def hop_prefix(edge_index: Tensor, num_edges: int) -> Tensor:
-    """``edge_index[:, :num_edges]`` as one tensor object per batch and length, so the layers
-    (and their cached CSR matrices) see the same edges tensor every time."""
-    if num_edges == edge_index.size(1):
-        return edge_index
-    prefixes = tensor_cache(edge_index).setdefault("hop_prefix", {})
-    if num_edges not in prefixes:
-        prefixes[num_edges] = edge_index[:, :num_edges]
-    return prefixes[num_edges]
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:

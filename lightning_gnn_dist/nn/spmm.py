@@ -81,7 +81,9 @@ class SparseMatrix:
         """``[E]`` entry values of ``Âᵀ`` (in the order of ``adj.transpose()``), built once."""
         if dtype not in self._backward:
             values = self.values(dtype)
-            self._backward[dtype] = None if values is None else values[self.adj.transpose().perm]
+            self._backward[dtype] = (
+                None if values is None else values[self.adj.transpose().perm.long()]
+            )
         return self._backward[dtype]
 
     def sparse_csr(self, dtype: torch.dtype = torch.float32) -> Tensor:

@@ -18,7 +18,13 @@ def test_trimmed_forward_and_gradients_equal_untrimmed_on_the_seeds(kind):
     torch.manual_seed(0)
     model = build_model(kind, 6, 8, 3, dropout=0.0)
     results = []
-    for counts in ({}, {"num_sampled_nodes": batch.num_sampled_nodes, "num_sampled_edges": batch.num_sampled_edges}):
+    for counts in (
+        {},
+        {
+            "num_sampled_nodes": batch.num_sampled_nodes,
+            "num_sampled_edges": batch.num_sampled_edges,
+        },
+    ):
         model.zero_grad()
         out = model(batch.x, batch.edge_index, **counts)
         assert out.size(0) == (b if counts and kind != "gcn" else batch.num_nodes)
