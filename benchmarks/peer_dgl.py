@@ -264,13 +264,17 @@ def run_ours(args, task, data):
     from lightning_gnn_dist.loaders.graph_store import PartitionedGraphStore
 
     store = PartitionedGraphStore(part)
+    count = torch.tensor([int(part.train_mask.sum())])
+    if world_size > 1:  # every rank runs the same number of steps
+        dist.all_reduce(count, op=dist.ReduceOp.MAX)
+    steps = args.steps or -(-int(count) // args.batch_size)
     loader = NeighborLoader(
         store,
         args.fanout,
         part.train_mask,
         batch_size=args.batch_size,
         shuffle=True,
-        num_steps=args.steps,
+        num_steps=steps,
     )
 
     def batches(phases):

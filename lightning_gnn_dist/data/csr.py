@@ -34,8 +34,9 @@ class CSRAdjacency:
         num_rows: targets (rows of ``Â``).
         num_cols: sources (columns of ``Â``).
         crow: ``[num_rows + 1]`` entry offsets per row (``int32`` when it fits, else ``int64``).
-        col: ``[E]`` source of each entry; within a row, entries are ordered by source, parallel
-            edges in their input order.
+        col: ``[E]`` source of each entry; within a row, entries are ordered by source
+            (parallel edges in their input order), or in input order when the edges came
+            grouped by row already.
         perm: ``[E]`` (``int32`` when it fits): entry ``k`` is edge ``perm[k]`` of the edge list
             it was built from (so per-edge values in edge order become ``values[perm]`` in entry
             order).
@@ -57,12 +58,17 @@ class CSRAdjacency:
 
     @classmethod
     def _build(cls, row: Tensor, col: Tensor, num_rows: int, num_cols: int) -> CSRAdjacency:
-        row, col = row.long(), col.long()
-        perm = torch.sort(row * max(1, num_cols) + col, stable=True).indices
         dtype = index_dtype(num_rows, num_cols, row.numel())
         crow = torch.zeros(num_rows + 1, dtype=torch.long, device=row.device)
         torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
-        return cls(num_rows, num_cols, crow.to(dtype), col[perm].to(dtype), perm.to(dtype))
+        if bool((row[1:] >= row[:-1]).all()):
+            # Already grouped by row (a partition's edges, a sampler's hops): no sort; each
+            # row keeps its input order, which only changes the summation order.
+            perm = torch.arange(row.numel(), device=row.device)
+        else:
+            perm = torch.sort(row.long() * max(1, num_cols) + col, stable=True).indices
+            col = col[perm]
+        return cls(num_rows, num_cols, crow.to(dtype), col.to(dtype), perm.to(dtype))
 
     @property
     def num_entries(self) -> int:

@@ -174,6 +174,8 @@ class PartitionedGraphStore:
         self, frontier: Tensor, fanout: int, stream: int, replace: bool = False
     ) -> tuple[Tensor, Tensor]:
         """Sampled in-neighbours of ``frontier`` (routing ids, any owner); collective."""
+        if self.world_size == 1:  # every vertex is owned here: no requests to route
+            return self.in_edges.sample(frontier, fanout, stream, replace)
         owner = self.owner(frontier)
         order = torch.argsort(owner, stable=True)
         remote = order[owner[order] != self.rank]
@@ -221,6 +223,10 @@ class PartitionedGraphStore:
         """Rows of ``n_id`` (routing ids): owned rows locally, cached rows from the cache, the
         rest from their owners in one batched exchange; collective."""
         part = self.partition
+        if self.world_size == 1:
+            rows = n_id - self.start
+            y = None if part.y is None else part.y[rows]
+            return FetchedRows(part.x[rows], y, part.global_ids[rows])
         owner = self.owner(n_id)
         cached = _position_in(self._cache_routing, n_id)
         in_cache = (cached >= 0) & (owner != self.rank)
