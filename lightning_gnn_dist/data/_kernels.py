@@ -25,6 +25,8 @@ except ImportError:  # pragma: no cover - exercised where numba is absent
 
 AVAILABLE = numba is not None
 _SAMPLE = None
+_RELABEL = None
+_GROUP = None
 
 
 def _compile():
@@ -62,7 +64,9 @@ def _compile():
                     out[position + e] = src[first + e]
                 position += degree
                 continue
-            base = lowbias32(lowbias32(np.int64(0x9E3779B9) ^ fold(stream[t])) ^ fold(dst_key[local]))
+            base = lowbias32(
+                lowbias32(np.int64(0x9E3779B9) ^ fold(stream[t])) ^ fold(dst_key[local])
+            )
             found = 0
             if degree > sparse * fanout:  # the first `fanout` distinct of 2·fanout draws
                 for draw in range(2 * fanout):
@@ -93,6 +97,68 @@ def _compile():
         return counts, out
 
     return sample
+
+
+def _compile_relabel():
+    @numba.njit(cache=True, nogil=True)
+    def relabel(table, src, num_local):
+        # New ids (not in the table yet) in ascending order, then every source's local index.
+        new = np.empty(src.shape[0], np.int64)
+        count = 0
+        for e in range(src.shape[0]):
+            v = src[e]
+            if table[v] == -1:
+                table[v] = -2
+                new[count] = v
+                count += 1
+        new = np.sort(new[:count])
+        for k in range(count):
+            table[new[k]] = num_local + k
+        local = np.empty(src.shape[0], np.int64)
+        for e in range(src.shape[0]):
+            local[e] = table[src[e]]
+        return new, local
+
+    return relabel
+
+
+def _compile_group():
+    @numba.njit(cache=True, nogil=True)
+    def group(row, num_rows):
+        # Stable counting sort: entry order grouped by row, input order within a row.
+        count = np.zeros(num_rows + 1, np.int64)
+        for e in range(row.shape[0]):
+            count[row[e] + 1] += 1
+        for r in range(num_rows):
+            count[r + 1] += count[r]
+        crow = count.copy()
+        perm = np.empty(row.shape[0], np.int64)
+        for e in range(row.shape[0]):
+            perm[count[row[e]]] = e
+            count[row[e]] += 1
+        return crow, perm
+
+    return group
+
+
+def relabel(table: Tensor, src: Tensor, num_local: int) -> tuple[Tensor, Tensor]:
+    """``(new, local)``: the sources not in ``table`` yet (``table[id] == -1``), ascending, get
+    the local indices ``num_local, num_local + 1, ...`` (written to ``table``); ``local [E]`` is
+    every source's local index."""
+    global _RELABEL
+    if _RELABEL is None:
+        _RELABEL = _compile_relabel()
+    new, local = _RELABEL(table.numpy(), src.contiguous().numpy(), int(num_local))
+    return torch.from_numpy(new), torch.from_numpy(local)
+
+
+def group_by_row(row: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
+    """``(crow [num_rows + 1], perm [E])`` of a stable counting sort of ``row`` (int64)."""
+    global _GROUP
+    if _GROUP is None:
+        _GROUP = _compile_group()
+    crow, perm = _GROUP(row.long().contiguous().numpy(), int(num_rows))
+    return torch.from_numpy(crow), torch.from_numpy(perm)
 
 
 def sample_without_replacement(

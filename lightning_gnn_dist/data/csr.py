@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from lightning_gnn_dist.data import _kernels
+
 _INT32_MAX = 2**31 - 1
 
 
@@ -34,9 +36,8 @@ class CSRAdjacency:
         num_rows: targets (rows of ``Â``).
         num_cols: sources (columns of ``Â``).
         crow: ``[num_rows + 1]`` entry offsets per row (``int32`` when it fits, else ``int64``).
-        col: ``[E]`` source of each entry; within a row, entries are ordered by source
-            (parallel edges in their input order), or in input order when the edges came
-            grouped by row already.
+        col: ``[E]`` source of each entry; within a row, entries keep their input order (the
+            order of a row's entries only changes the summation order).
         perm: ``[E]`` (``int32`` when it fits): entry ``k`` is edge ``perm[k]`` of the edge list
             it was built from (so per-edge values in edge order become ``values[perm]`` in entry
             order).
@@ -52,21 +53,25 @@ class CSRAdjacency:
     @classmethod
     def from_edge_index(cls, edge_index: Tensor, num_rows: int, num_cols: int) -> CSRAdjacency:
         """``Â`` of the edges ``edge_index [2, E]`` (row 0 sources ``< num_cols``, row 1 targets
-        ``< num_rows``). One sort of the ``E`` edges by (target, source), vectorised."""
+        ``< num_rows``): one stable grouping of the edges by target (none when they come
+        grouped; a counting sort with ``numba``, else ``torch.sort``)."""
         src, dst = edge_index[0], edge_index[1]
         return cls._build(dst, src, num_rows, num_cols)
 
     @classmethod
     def _build(cls, row: Tensor, col: Tensor, num_rows: int, num_cols: int) -> CSRAdjacency:
         dtype = index_dtype(num_rows, num_cols, row.numel())
-        crow = torch.zeros(num_rows + 1, dtype=torch.long, device=row.device)
-        torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
-        if bool((row[1:] >= row[:-1]).all()):
-            # Already grouped by row (a partition's edges, a sampler's hops): no sort; each
-            # row keeps its input order, which only changes the summation order.
+        if bool((row[1:] >= row[:-1]).all()):  # already grouped (a partition, a sampler's hops)
+            crow = torch.zeros(num_rows + 1, dtype=torch.long, device=row.device)
+            torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
             perm = torch.arange(row.numel(), device=row.device)
+        elif _kernels.AVAILABLE and row.device.type == "cpu":
+            crow, perm = _kernels.group_by_row(row, num_rows)  # counting sort, O(E + rows)
+            col = col[perm]
         else:
-            perm = torch.sort(row.long() * max(1, num_cols) + col, stable=True).indices
+            crow = torch.zeros(num_rows + 1, dtype=torch.long, device=row.device)
+            torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
+            perm = torch.sort(row, stable=True).indices
             col = col[perm]
         return cls(num_rows, num_cols, crow.to(dtype), col.to(dtype), perm.to(dtype))
 

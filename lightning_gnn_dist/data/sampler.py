@@ -336,17 +336,21 @@ class NeighborSampler:
             for fanout in self.num_neighbors:
                 counts, src = sample_hop(pieces[-1], fanout, stream)
                 dst = torch.repeat_interleave(frontier, counts)
-                unseen = src[table[src] < 0]
-                if unseen.numel() * 16 >= num_ids:  # a flag per id beats sorting the unseen
-                    flags = torch.zeros(num_ids, dtype=torch.bool)
-                    flags[unseen] = True
-                    new = flags.nonzero().view(-1)
+                if use_compiled():
+                    new, src_local = _kernels.relabel(table, src, num_local)
                 else:
-                    new = torch.unique(unseen)
+                    unseen = src[table[src] < 0]
+                    if unseen.numel() * 16 >= num_ids:  # a flag per id beats sorting
+                        flags = torch.zeros(num_ids, dtype=torch.bool)
+                        flags[unseen] = True
+                        new = flags.nonzero().view(-1)
+                    else:
+                        new = torch.unique(unseen)
+                    table[new] = torch.arange(num_local, num_local + new.numel())
+                    src_local = table[src]
                 frontier = torch.arange(num_local, num_local + new.numel())
-                table[new] = frontier
                 num_local += new.numel()
-                edges.append(torch.stack([table[src], dst]))
+                edges.append(torch.stack([src_local, dst]))
                 pieces.append(new)
                 num_nodes.append(int(new.numel()))
                 num_edges.append(int(src.numel()))

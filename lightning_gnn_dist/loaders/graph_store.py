@@ -59,7 +59,8 @@ class LocalGraphStore:
 
     def fetch(self, n_id: Tensor) -> FetchedRows:
         y = self.data.y
-        return FetchedRows(self.data.x[n_id], None if y is None else y[n_id], n_id)
+        y = None if y is None else y.index_select(0, n_id)
+        return FetchedRows(self.data.x.index_select(0, n_id), y, n_id)
 
     def to_routing(self, ids: Tensor) -> Tensor:
         """Dataset ids → routing ids (the identity here)."""
@@ -225,8 +226,10 @@ class PartitionedGraphStore:
         part = self.partition
         if self.world_size == 1:
             rows = n_id - self.start
-            y = None if part.y is None else part.y[rows]
-            return FetchedRows(part.x[rows], y, part.global_ids[rows])
+            y = None if part.y is None else part.y.index_select(0, rows)
+            return FetchedRows(
+                part.x.index_select(0, rows), y, part.global_ids.index_select(0, rows)
+            )
         owner = self.owner(n_id)
         cached = _position_in(self._cache_routing, n_id)
         in_cache = (cached >= 0) & (owner != self.rank)

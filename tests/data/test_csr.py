@@ -69,3 +69,14 @@ def test_cache_lives_on_the_tensor_and_is_dropped_after_an_in_place_change():
     edges[0, 0] = 3
     assert adjacency_of(edges, 7, 7) is not first
     assert "csr" in tensor_cache(edges)
+
+
+def test_grouping_paths_agree():
+    # Unsorted edges: counting sort (numba) or torch.sort, both stable by row; sorted edges: none.
+    edges = multigraph_edges()
+    adj = CSRAdjacency.from_edge_index(edges, 7, 7)
+    order = torch.argsort(edges[1], stable=True)
+    assert torch.equal(adj.perm.long(), order)
+    grouped = CSRAdjacency.from_edge_index(edges[:, order], 7, 7)
+    assert torch.equal(grouped.perm.long(), torch.arange(10))
+    assert torch.equal(grouped.col, adj.col) and torch.equal(grouped.crow, adj.crow)
