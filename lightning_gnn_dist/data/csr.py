@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from lightning_gnn_dist.data import _kernels
-
 _INT32_MAX = 2**31 - 1
 
 
@@ -53,8 +51,7 @@ class CSRAdjacency:
     @classmethod
     def from_edge_index(cls, edge_index: Tensor, num_rows: int, num_cols: int) -> CSRAdjacency:
         """``Â`` of the edges ``edge_index [2, E]`` (row 0 sources ``< num_cols``, row 1 targets
-        ``< num_rows``): one stable grouping of the edges by target (none when they come
-        grouped; a counting sort with ``numba``, else ``torch.sort``)."""
+        ``< num_rows``): one stable sort of the edges by target (none when they come grouped)."""
         src, dst = edge_index[0], edge_index[1]
         return cls._build(dst, src, num_rows, num_cols)
 
@@ -65,9 +62,6 @@ class CSRAdjacency:
             crow = torch.zeros(num_rows + 1, dtype=torch.long, device=row.device)
             torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
             perm = torch.arange(row.numel(), device=row.device)
-        elif _kernels.AVAILABLE and row.device.type == "cpu":
-            crow, perm = _kernels.group_by_row(row, num_rows)  # counting sort, O(E + rows)
-            col = col[perm]
         else:
             crow = torch.zeros(num_rows + 1, dtype=torch.long, device=row.device)
             torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])

@@ -71,8 +71,8 @@ def test_cache_lives_on_the_tensor_and_is_dropped_after_an_in_place_change():
     assert "csr" in tensor_cache(edges)
 
 
-def test_grouping_paths_agree():
-    # Unsorted edges: counting sort (numba) or torch.sort, both stable by row; sorted edges: none.
+def test_grouping_is_stable_and_skipped_for_grouped_edges():
+    # Unsorted edges: a stable sort by row; edges grouped by row already: none.
     edges = multigraph_edges()
     adj = CSRAdjacency.from_edge_index(edges, 7, 7)
     order = torch.argsort(edges[1], stable=True)
