@@ -1,9 +1,9 @@
-"""Worker side of ``benchmarks/peer_dgl.py``: one variant in this interpreter, timings as JSON.
+"""Worker side of :mod:`benchmarks.peer_dgl`: one variant in this interpreter, timings as JSON.
 
 Runs in this project's venv (``ours``, ``ours+prefetch``, ``pyg``) or in DGL's own venv
 (``dgl``), which cannot import this package: everything is imported inside the functions.
 
-    python benchmarks/peer_dgl_worker.py --worker SYSTEM:TASK --data G.npz --parts DIR --out R.json
+    python benchmarks/peer_dgl/worker.py --worker SYSTEM:TASK --data G.npz --parts DIR --out R.json
 """
 
 # ruff: noqa: E402  (the environment must be set before torch is imported)
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def rss_bytes() -> int:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Create the separate virtual environment benchmarks/peer_dgl.py runs DGL in.
+# Create the separate virtual environment python -m benchmarks.peer_dgl runs DGL in.
 #
-#   bash benchmarks/peer_dgl_env.sh [VENV_DIR]     # default: /tmp/lgd-dgl-venv
+#   bash benchmarks/peer_dgl/env.sh [VENV_DIR]     # default: /tmp/lgd-dgl-venv
 #
 # DGL 2.1.0 is the newest Linux wheel on the package index; its C++ libraries exist for torch up
 # to 2.2.x, so it cannot share the project's venv (torch 2.13). torchdata 0.7.1 (the last with
