@@ -23,4 +23,5 @@ NAMES = (
     "mini_batch",
     "codec",
     "codec_cluster",
+    "peer_dgl",
 )
