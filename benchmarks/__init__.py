@@ -21,5 +21,7 @@ NAMES = (
     "vertex_cut",
     "subgraph_minibatch",
     "mini_batch",
+    "codec",
+    "codec_cluster",
     "peer_dgl",
 )

@@ -211,6 +211,9 @@ SKIP: dict[str, str] = {
     "torchrun-one-machine": "tests/lightning/test_launchers.py runs a two-process torchrun launch "
     "(with its agent's log folder kept out of TMPDIR)",
     "make-docs": "test_docs_build runs the same Sphinx command",
+    "codec": "a 2-rank fit (~50 s under load): tests/lightning/test_codec_training.py trains "
+    "GNNStrategy(codec=...) the same way (fork) and checks the monitor's codec, bytes ÷ fp32 and "
+    "bytes = predicted",
     "resume": "two fits (about 30 s): tests/lightning/test_resume.py resumes the same way and "
     "checks that the resumed run equals the uninterrupted one",
 }

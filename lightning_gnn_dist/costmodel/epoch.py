@@ -6,7 +6,7 @@ Per rank ``p`` and epoch (forward + backward, every layer ``k`` with widths ``d_
                    + rows_p · d_in · d_out · dense_seconds      (the layer's X·W)
                    + rows_p · d_out · elementwise_seconds       (bias, activation, dropout, loss)
               + step_seconds                                    (fixed work of a training step)
-    comm_p    = Σ_k Σ_direction  max(sent_p, received_p) · width · dtype_bytes / bandwidth
+    comm_p    = Σ_k Σ_direction  max(sent_p, received_p) · row_bytes(codec, width) / bandwidth
                                  + max(messages sent_p, received_p) · latency
               + gradient all-reduce (ring): 2 (P − 1)/P · parameter bytes / bandwidth
                                             + 2 (P − 1) · latency
@@ -22,6 +22,9 @@ runs one collective per root in turn, so every rank waits for all of them:
 (a flat tree). The vertex-cut modes (``cd-*``, ``0c``) run on other metrics and are not
 modelled. Local work is not overlapped with messages in the model (an upper bound for ``p2p``).
 
+``row_bytes(codec, width)`` is ``width · dtype_bytes`` without a codec, else the codec's bytes
+per row (:mod:`lightning_gnn_dist.comm.codec`: payload plus zero point and scale).
+
 ``oversubscription`` is ``P / cores`` when more ranks than cores share one machine (this
 repository's 2-core test machine), else 1.
 """
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lightning_gnn_dist.comm import resolve_exchange_mode
+from lightning_gnn_dist.comm.codec import ADAPTIVE, CodecPolicy, row_bytes
 from lightning_gnn_dist.costmodel.network import NETWORKS, Network
 from lightning_gnn_dist.partition.metrics import FLOAT32_BYTES, PartitionMetrics
 from lightning_gnn_dist.partition.work import ComputeCosts, gcn_layers
@@ -72,6 +76,7 @@ def predict_epoch(
     exchange: str = "p2p",
     cores: int | None = None,
     dtype_bytes: int = FLOAT32_BYTES,
+    codec: str | dict | CodecPolicy = "fp32",
 ) -> EpochEstimate:
     """Predict one full-batch epoch of a GCN with widths ``dims`` on the partition ``metrics``.
 
@@ -85,6 +90,10 @@ def predict_epoch(
         cores: cores the ranks share when they run on one machine (scales compute by
             ``P / cores`` when ``P > cores``); ``None``: one core per rank.
         dtype_bytes: bytes per element. (default: ``4``)
+        codec: the exchange's codec, as ``GNNStrategy(codec=...)`` (layer ``k`` is
+            ``"convs.k"``, as in :class:`~lightning_gnn_dist.lightning.NodeClassifier`); not
+            ``"adaptive"``, whose bit-widths are chosen while training (predict its int4 and int8
+            bounds instead). (default: ``"fp32"``)
 
     Raises:
         ValueError: unknown network preset, or an exchange mode without a per-rank-pair
@@ -105,6 +114,7 @@ def predict_epoch(
         )
     base = "p2p" if exchange == "cached" else exchange  # the cached mode sends at most its base's
     cls, _ = resolve_exchange_mode(base)
+    policy = CodecPolicy.coerce(codec)
     layers = gcn_layers(dims)
     P = metrics.num_parts
     rows, nnz = metrics.part_sizes.astype(float), metrics.part_nnz.astype(float)
@@ -119,14 +129,20 @@ def predict_epoch(
         compute = compute * (P / cores)
     comm = np.zeros(P)
     bytes_sent = np.zeros(P)
-    for layer in layers:
+    for k, layer in enumerate(layers):
         for direction, width in (
             ("forward", layer.forward_width),
             ("backward", layer.backward_width),
         ):
             if width == 0 or P == 1:
                 continue
-            element = width * dtype_bytes
+            name = policy.lookup(f"convs.{k}", direction)
+            if name == ADAPTIVE:
+                raise ValueError(
+                    "the cost model cannot predict codec='adaptive' (its bit-widths are chosen "
+                    "while training); predict with 'int4' and 'int8' for its bounds"
+                )
+            element = row_bytes(name, width, dtype_bytes)
             sent = cls.predicted_rows_sent(metrics, direction).astype(float)
             bytes_sent += sent * element
             if base == "broadcast":  # one root after another: all ranks wait for every block

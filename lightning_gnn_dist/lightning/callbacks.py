@@ -13,6 +13,7 @@ from lightning_utilities.core.rank_zero import rank_zero_only  # what both names
 from rich.console import Console
 from rich.table import Table
 
+from lightning_gnn_dist.comm.base import traffic_row_bytes
 from lightning_gnn_dist.comm.cached import STATISTIC_FIELDS
 from lightning_gnn_dist.lightning.compat import LightningNeutral
 
@@ -70,8 +71,10 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     """Logs, per training epoch, the halo traffic of every layer and direction.
 
     For each ``(layer, direction)`` it logs under ``comm/<layer>/<direction>/``: ``bytes_total``
-    (summed over ranks), ``bytes_avg`` and ``bytes_max`` (per rank), ``predicted_bytes_total``
-    (from the partition metrics and the exchange mode; ``-1`` with ``loader="subgraph"``, whose
+    (summed over ranks; bytes on the wire, encoded by the strategy's ``codec``),
+    ``fp32_bytes_total`` (what the same rows would move as fp32; the table shows the ratio),
+    ``bytes_avg`` and ``bytes_max`` (per rank), ``predicted_bytes_total`` (from the partition
+    metrics, the exchange mode and the codec; ``-1`` with ``loader="subgraph"``, whose
     batches have plans of their own: use
     :class:`~lightning_gnn_dist.lightning.batch_monitor.BatchCommunicationMonitor` there),
     ``messages_avg``/``messages_max`` and
@@ -154,18 +157,22 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         logged: dict[str, float] = {}
         for i, (layer, direction, traffic) in enumerate(items):
             per_rank = {f: stats[:, i, k] for k, f in enumerate(_FIELDS)}
-            predicted = (
-                mode.predicted_rows_sent(metrics, direction) * traffic.width * 4 * traffic.calls
-            )
+            predicted = mode.predicted_bytes_sent(metrics, layer, direction, traffic)
             if getattr(trainer.datamodule, "loader", "full") == "subgraph":
                 # Each batch has its own plan: BatchCommunicationMonitor predicts per batch.
                 predicted = np.array([-1])
+            # what the same rows would have moved as fp32 (4 bytes per element)
+            fp32_bytes = int(per_rank["rows_sent"].sum()) * traffic.width * 4
+            if direction == "control":  # flags and codec agreement: never encoded
+                fp32_bytes = int(per_rank["bytes_sent"].sum())
             row = {
                 "epoch": trainer.current_epoch,
                 "layer": layer,
                 "direction": direction,
                 "width": traffic.width,
+                "codec": traffic.codec or "fp32",
                 "bytes_total": int(per_rank["bytes_sent"].sum()),
+                "fp32_bytes_total": fp32_bytes,
                 "predicted_bytes_total": int(np.sum(predicted)),
                 "bytes_avg": float(per_rank["bytes_sent"].mean()),
                 "bytes_max": int(per_rank["bytes_sent"].max()),
@@ -178,10 +185,13 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             if pair_rows is None or traffic.bytes_sent_to is None:
                 predicted_matrix = None
             elif predicted_matrix is not None:
-                predicted_matrix = predicted_matrix + pair_rows * traffic.width * 4 * traffic.calls
+                predicted_matrix = (
+                    predicted_matrix + pair_rows * traffic_row_bytes(traffic) * traffic.calls
+                )
             self.history.append(row)
             for key in (
                 "bytes_total",
+                "fp32_bytes_total",
                 "predicted_bytes_total",
                 "bytes_avg",
                 "bytes_max",
@@ -313,7 +323,9 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             "layer",
             "direction",
             "width",
+            "codec",
             "bytes total",
+            "÷ fp32",
             "predicted",
             "match",
             "bytes max/rank",
@@ -321,14 +333,17 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             "wait s max",
         ):
             table.add_column(
-                header, justify="left" if header in ("layer", "direction") else "right"
+                header, justify="left" if header in ("layer", "direction", "codec") else "right"
             )
         for r in self.last_epoch():
+            fp32 = r.get("fp32_bytes_total", 0)
             table.add_row(
                 r["layer"],
                 r["direction"],
                 str(r["width"]),
+                r.get("codec", "fp32"),
                 f"{r['bytes_total']:,}",
+                f"{r['bytes_total'] / fp32:.3f}" if fp32 else "-",
                 f"{r['predicted_bytes_total']:,}",
                 "yes" if r["bytes_total"] == r["predicted_bytes_total"] else "NO",
                 f"{r['bytes_max']:,}",

@@ -61,6 +61,21 @@ def test_p2p_epoch_matches_hand_computation():
     assert estimate.epoch_seconds == estimate.rank_seconds.max()
 
 
+@pytest.mark.parametrize(("codec", "row_bytes"), [("int8", 6), ("int4", 5), ("bf16", 4)])
+def test_a_codec_scales_the_halo_bytes_and_seconds(codec, row_bytes):
+    """Width 2: int8 2 + 4 bytes per row, int4 1 + 4, bf16 2·2 (fp32: 8)."""
+    fp32 = predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p")
+    coded = predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p", codec=codec)
+    np.testing.assert_array_equal(coded.bytes_sent, fp32.bytes_sent * row_bytes / 8)
+    halo = 2 * (2 * row_bytes / 4 + 1 * 0.5)  # the hand computation above, row_bytes per row
+    np.testing.assert_array_equal(coded.comm_seconds, [halo + 10 + 2 * 0.5] * 2)
+    per_direction = predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p", codec={"backward": codec})
+    # both directions move the same rows in total, so half the bytes change
+    assert per_direction.bytes_sent.sum() == (fp32.bytes_sent + coded.bytes_sent).sum() / 2
+    with pytest.raises(ValueError, match="adaptive"):
+        predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p", codec="adaptive")
+
+
 def test_broadcast_waits_for_every_root_and_cached_predicts_its_base():
     broadcast = predict_epoch(METRICS, [4, 2], COSTS, NET, "broadcast")
     # per direction: (P−1)·N rows of 2 columns + P·(P−1) messages
