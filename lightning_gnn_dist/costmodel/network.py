@@ -74,11 +74,11 @@ NETWORKS: dict[str, Network] = {
 def fit_network(num_bytes: Sequence[float], seconds: Sequence[float]) -> Network:
     """Fit ``seconds ≈ latency + num_bytes / bandwidth`` to measured transfers.
 
-    The latency comes from the smallest transfer and the bandwidth from a least-squares line
-    through that point (absolute errors, so the large, bandwidth-bound transfers decide it);
-    two rounds, so that the smallest transfer's own bytes are not counted as latency. A fit on
-    all points with one error measure would let the noisy, latency-bound small transfers bend
-    the bandwidth (or the large ones make the latency negative).
+    The bandwidth is the least-squares slope of seconds over bytes (absolute errors, so the
+    large, bandwidth-bound transfers decide it); the latency is the smallest intercept that a
+    line of that slope has through any measured point (delays on a busy machine only ever add
+    time, so the least delayed transfer tells the latency best), at least 0. Both are exact
+    when the times are.
 
     Args:
         num_bytes: ``[n]`` bytes of each transfer (at least two distinct sizes).
@@ -95,11 +95,9 @@ def fit_network(num_bytes: Sequence[float], seconds: Sequence[float]) -> Network
             f"fit_network needs at least two distinct sizes and positive times; got sizes "
             f"{n.tolist()} and seconds {t.tolist()}"
         )
-    smallest = int(np.argmin(n))
-    inverse_bandwidth = 0.0
-    for _ in range(2):
-        latency = max(0.0, t[smallest] - n[smallest] * inverse_bandwidth)
-        inverse_bandwidth = float(np.sum(n * (t - latency)) / np.sum(n * n))
+    dn = n - n.mean()
+    inverse_bandwidth = float(np.sum(dn * (t - t.mean())) / np.sum(dn * dn))
+    latency = max(0.0, float(np.min(t - n * inverse_bandwidth)))
     if inverse_bandwidth <= 0:
         raise ValueError(
             f"the times {t.tolist()} do not grow with the sizes {n.tolist()}: probe larger "

@@ -15,8 +15,9 @@ fit_network`) at two levels and for one collective:
   its latency is per collective, not per message.
 
 A level that the placement of the ranks does not have (one node, one rank per node) is ``None``.
-Sizes grow ×4 while the next transfer is expected to take less than ``max_seconds`` (the probe
-stays short on slow links); small sizes are repeated more (up to 100 times: enough transfers
+Sizes grow ×4 until the next transfer would take more than ``max_seconds`` (the probe stays
+short on slow links) and the last one took ten times the smallest one's time (so the bandwidth
+shows); small sizes are repeated more (up to 100 times: enough transfers
 for a median that a busy machine's scheduling hiccups do not move).
 ``python -m lightning_gnn_dist probe`` runs it under ``torchrun`` and writes the JSON that
 :meth:`Network.from_json` reads.
@@ -114,6 +115,15 @@ def _repeats(size: int, repeats: int) -> int:
     return max(repeats, min(100, (1 << 20) // size))
 
 
+def _enough(measured: list[int], seconds: list[float], sizes: list[int], limit: float) -> bool:
+    """Whether to stop after the last measured size (the same answer on every rank: the times
+    are agreed)."""
+    if len(measured) == len(sizes) or len(measured) < 2:
+        return len(measured) == len(sizes)
+    next_seconds = seconds[-1] * sizes[len(measured)] / sizes[len(measured) - 1]
+    return next_seconds > limit and seconds[-1] >= 10 * seconds[0]
+
+
 def _ping_pong(rank: int, pair: tuple[int, int], buffer: torch.Tensor, repeats: int) -> float:
     """Median one-way seconds of ``buffer`` between the two ranks of ``pair`` (others: 0)."""
     a, b = pair
@@ -166,8 +176,8 @@ def probe_network(
         node: this rank's node (any integer shared by the ranks of one machine: torchrun's
             ``GROUP_RANK``).
         sizes: bytes per transfer, increasing; a level stops before the first size expected to
-            take more than ``max_seconds`` (from the last one, scaled by size); at least two
-            sizes are measured. (default: 64 B to 64 MiB, ×4 steps)
+            take more than ``max_seconds`` (the last one's time, scaled by size) once the last
+            one took ten times the smallest one's time. (default: 64 B to 64 MiB, ×4 steps)
         repeats: timed transfers per size at least (after one warm-up; up to 100 for small
             sizes); the median counts.
         max_seconds: see ``sizes``. (default: ``0.25``)
@@ -198,22 +208,22 @@ def probe_network(
             levels[level] = None
             continue
         measured, seconds = [], []
-        for i, size in enumerate(sizes):
+        for size in sizes:
             buffer = torch.zeros(size, dtype=torch.uint8, device=device)
             took = _agree(_ping_pong(rank, pair, buffer, _repeats(size, repeats)), device)
             measured.append(size)
             seconds.append(took)
-            if i + 1 < len(sizes) and took * sizes[i + 1] / size > max_seconds and i >= 1:
+            if _enough(measured, seconds, sizes, max_seconds):
                 break
         levels[level] = LevelMeasurement(pair, measured, seconds, fit_network(measured, seconds))
     measured, seconds = [], []
-    for i, size in enumerate(sizes):
+    for size in sizes:
         chunk = max(1, size // (world - 1))  # bytes to each peer: `size` to the others in all
         buffer = torch.zeros(chunk * world, dtype=torch.uint8, device=device)
         took = _agree(_all_to_all(buffer, _repeats(size, repeats)), device)
         measured.append(chunk * (world - 1))
         seconds.append(took)
-        if i + 1 < len(sizes) and took * sizes[i + 1] / size > max_seconds and i >= 1:
+        if _enough(measured, seconds, sizes, max_seconds):
             break
     levels["all_to_all"] = LevelMeasurement(None, measured, seconds, fit_network(measured, seconds))
     return NetworkProbe(world, node_of_rank, levels, dist.get_backend())
