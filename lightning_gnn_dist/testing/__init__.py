@@ -5,7 +5,8 @@ module              what it holds
 =================== ==========================================================================
 :mod:`.cluster`     :class:`EmulatedCluster`: nodes as network namespaces on one Linux machine,
                     joined by a virtual switch, each link shaped to a bandwidth, each node
-                    pinned to its own cores; :func:`run_nodes` starts one command per node
+                    pinned to its own cores; :func:`run_nodes` starts one command per node;
+                    :func:`shape_own_link` changes a node's rate from inside it
 =================== ==========================================================================
 """
 
@@ -16,6 +17,7 @@ from lightning_gnn_dist.testing.cluster import (
     parse_rate,
     reap_stale_namespaces,
     run_nodes,
+    shape_own_link,
 )
 
 __all__ = [
@@ -25,4 +27,5 @@ __all__ = [
     "parse_rate",
     "reap_stale_namespaces",
     "run_nodes",
+    "shape_own_link",
 ]

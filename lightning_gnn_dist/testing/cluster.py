@@ -121,12 +121,64 @@ def _ip(*args: str, check: bool = True) -> str:
     return result.stdout
 
 
-def _tc(namespace: str, *args: str) -> None:
+def _tc(namespace: str, *args: str, check: bool = True) -> None:
+    """Run ``tc`` in the named ``namespace`` (always one of ours: never the host's)."""
     result = subprocess.run(["tc", "-n", namespace, *args], capture_output=True, text=True)
-    if result.returncode != 0:
+    if check and result.returncode != 0:
         raise EmulationError(
             f"`tc -n {namespace} {' '.join(args)}` failed: {result.stderr.strip()}"
         )
+
+
+def _set_rate(namespace: str, device: str, rate_bits: float | None, burst: int | None) -> None:
+    """Shape ``device`` to ``rate_bits`` with ``tbf`` (bucket ``burst`` bytes, default 1 ms at
+    the rate and at least 16 KiB); ``None`` removes the shaping."""
+    if rate_bits is None:
+        _tc(namespace, "qdisc", "del", "dev", device, "root", check=False)
+        return
+    rate = int(rate_bits)
+    burst = burst or max(16 * 1024, int(rate / 8 * 1e-3))
+    _tc(
+        namespace,
+        "qdisc",
+        "replace",
+        "dev",
+        device,
+        "root",
+        "tbf",
+        "rate",
+        f"{rate}bit",
+        "burst",
+        str(burst),
+        "latency",
+        "200ms",
+    )
+
+
+def shape_own_link(bandwidth: str | None) -> None:
+    """From a process inside an emulated node: set this node's link to ``bandwidth`` (``tc``
+    notation) in both directions, or remove the shaping (``None``). A benchmark changes the
+    rate between measurements this way, without restarting the cluster; do it while the link
+    is idle (packets queued in the old shaper are dropped and resent).
+
+    Raises:
+        EmulationError: not inside a node of an emulated cluster (``LGD_EMULATED_NODE`` and
+            ``LGD_EMULATED_SWITCH`` unset), or ``tc`` failed.
+    """
+    node = os.environ.get("LGD_EMULATED_NODE", "")
+    namespace = os.environ.get("LGD_EMULATED_NAMESPACE", "")
+    switch = os.environ.get("LGD_EMULATED_SWITCH", "")
+    # Both ends are named namespaces of an emulated cluster: never this process's own namespace
+    # by default, so that a stray call outside a node cannot shape the host's interface.
+    if not node.isdigit() or _owner_of(namespace) is None or _owner_of(switch) is None:
+        raise EmulationError(
+            "shape_own_link works inside a node of an emulated cluster (python -m "
+            "lightning_gnn_dist emulate): LGD_EMULATED_NODE, LGD_EMULATED_NAMESPACE and "
+            "LGD_EMULATED_SWITCH are not set"
+        )
+    rate = parse_rate(bandwidth) if bandwidth is not None else None
+    _set_rate(namespace, INTERFACE, rate, None)  # upload: the node's end
+    _set_rate(switch, f"p{int(node)}", rate, None)  # download: the switch's end
 
 
 def list_namespaces() -> list[str]:
@@ -381,27 +433,17 @@ class EmulatedCluster:
         _ip("-n", namespace, "link", "set", INTERFACE, "up")
         _ip("-n", namespace, "link", "set", "lo", "up")
         if self.rate_bits is not None:
-            self._shape(namespace, INTERFACE)  # the node's upload
-            self._shape(self.switch, port)  # the node's download
+            _set_rate(namespace, INTERFACE, self.rate_bits, self.burst)  # the node's upload
+            _set_rate(self.switch, port, self.rate_bits, self.burst)  # the node's download
 
-    def _shape(self, namespace: str, device: str) -> None:
-        rate = int(self.rate_bits)
-        burst = self.burst or max(16 * 1024, int(rate / 8 * 1e-3))
-        _tc(
-            namespace,
-            "qdisc",
-            "add",
-            "dev",
-            device,
-            "root",
-            "tbf",
-            "rate",
-            f"{rate}bit",
-            "burst",
-            str(burst),
-            "latency",
-            "200ms",
-        )
+    def set_bandwidth(self, bandwidth: str | None) -> None:
+        """Change every link's rate (``tc`` notation; ``None``: unshaped) on the running
+        cluster; do it while the links are idle (queued packets are dropped and resent)."""
+        self.rate_bits = parse_rate(bandwidth) if bandwidth is not None else None
+        self.bandwidth = bandwidth
+        for i, namespace in enumerate(self.namespaces):
+            _set_rate(namespace, INTERFACE, self.rate_bits, self.burst)
+            _set_rate(self.switch, f"p{i}", self.rate_bits, self.burst)
 
     def destroy(self) -> None:
         """End every process inside the cluster's namespaces and remove them (idempotent)."""
@@ -440,7 +482,10 @@ class EmulatedCluster:
 
     def node_environment(self, node: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """``base`` (default: this process's environment) without an outer launcher's variables,
-        with gloo (and NCCL) bound to the node's interface and ``LGD_EMULATED_NODE=node``."""
+        with gloo (and NCCL) bound to the node's interface, and ``LGD_EMULATED_NODE`` (this
+        node), ``LGD_EMULATED_NODES`` (the count), ``LGD_EMULATED_NAMESPACE`` and
+        ``LGD_EMULATED_SWITCH`` (the node's and the switch's namespaces, for
+        :func:`shape_own_link`)."""
         env = {
             k: v
             for k, v in (os.environ if base is None else base).items()
@@ -451,6 +496,9 @@ class EmulatedCluster:
             NCCL_SOCKET_IFNAME=INTERFACE,
             TP_SOCKET_IFNAME=INTERFACE,
             LGD_EMULATED_NODE=str(node),
+            LGD_EMULATED_NODES=str(self.nodes),
+            LGD_EMULATED_NAMESPACE=self.namespaces[node],
+            LGD_EMULATED_SWITCH=self.switch,
         )
         return env
 

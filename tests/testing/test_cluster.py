@@ -22,6 +22,7 @@ from lightning_gnn_dist.testing.cluster import (
     parse_rate,
     reap_stale_namespaces,
     run_nodes,
+    shape_own_link,
 )
 
 needs_namespaces = pytest.mark.skipif(
@@ -180,3 +181,34 @@ def test_without_privileges_creation_fails_before_making_anything(monkeypatch):
     with pytest.raises(EmulationError, match="CAP_NET_ADMIN and CAP_SYS_ADMIN"):
         EmulatedCluster(2).create()
     assert list_namespaces() == before
+
+
+@needs_namespaces
+def test_rates_change_on_a_running_cluster_and_from_inside_a_node(monkeypatch):
+    with EmulatedCluster(2, bandwidth="100mbit") as cluster:
+        cluster.set_bandwidth("1gbit")
+        for namespace in cluster.namespaces:
+            assert _qdisc(namespace, "eth0")["options"]["rate"] == 125_000_000
+        for variable, value in cluster.node_environment(1).items():
+            if variable.startswith("LGD_EMULATED_"):
+                monkeypatch.setenv(variable, value)
+        shape_own_link("10mbit")  # node 1's link, both ends; node 0's untouched
+        assert _qdisc(cluster.namespaces[1], "eth0")["options"]["rate"] == 1_250_000
+        assert _qdisc(cluster.switch, "p1")["options"]["rate"] == 1_250_000
+        assert _qdisc(cluster.switch, "p0")["options"]["rate"] == 125_000_000
+        shape_own_link(None)
+        assert _qdisc(cluster.namespaces[1], "eth0")["kind"] != "tbf"
+        cluster.set_bandwidth(None)
+        assert _qdisc(cluster.switch, "p0")["kind"] != "tbf"
+
+
+def test_shaping_outside_a_node_is_refused(monkeypatch):
+    for variable in ("LGD_EMULATED_NODE", "LGD_EMULATED_NAMESPACE", "LGD_EMULATED_SWITCH"):
+        monkeypatch.delenv(variable, raising=False)
+    with pytest.raises(EmulationError, match="inside a node of an emulated cluster"):
+        shape_own_link("1gbit")
+    monkeypatch.setenv("LGD_EMULATED_NODE", "0")
+    monkeypatch.setenv("LGD_EMULATED_NAMESPACE", "host-ns")  # not one of ours: refused
+    monkeypatch.setenv("LGD_EMULATED_SWITCH", f"{PREFIX}-1-2-sw")
+    with pytest.raises(EmulationError, match="inside a node"):
+        shape_own_link("1gbit")
