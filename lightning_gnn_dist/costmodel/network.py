@@ -75,10 +75,11 @@ def fit_network(num_bytes: Sequence[float], seconds: Sequence[float]) -> Network
     """Fit ``seconds ≈ latency + num_bytes / bandwidth`` to measured transfers.
 
     The bandwidth is the least-squares slope of seconds over bytes (absolute errors, so the
-    large, bandwidth-bound transfers decide it); the latency is the smallest intercept that a
-    line of that slope has through any measured point (delays on a busy machine only ever add
-    time, so the least delayed transfer tells the latency best), at least 0. Both are exact
-    when the times are.
+    large, bandwidth-bound transfers decide it). The latency is the smallest intercept that a
+    line of that slope has through a latency-bound transfer (one whose bytes take at most half
+    its time at that bandwidth; delays on a busy machine only ever add time, so the least
+    delayed of them tells the latency best), at least 0. Mid-sized transfers that a link's
+    burst allowance speeds up do not pull it below 0. Both are exact when the times are.
 
     Args:
         num_bytes: ``[n]`` bytes of each transfer (at least two distinct sizes).
@@ -97,7 +98,9 @@ def fit_network(num_bytes: Sequence[float], seconds: Sequence[float]) -> Network
         )
     dn = n - n.mean()
     inverse_bandwidth = float(np.sum(dn * (t - t.mean())) / np.sum(dn * dn))
-    latency = max(0.0, float(np.min(t - n * inverse_bandwidth)))
+    bound = n * inverse_bandwidth <= t / 2  # latency-bound transfers
+    intercepts = (t - n * inverse_bandwidth)[bound]
+    latency = max(0.0, float(intercepts.min())) if intercepts.size else 0.0
     if inverse_bandwidth <= 0:
         raise ValueError(
             f"the times {t.tolist()} do not grow with the sizes {n.tolist()}: probe larger "

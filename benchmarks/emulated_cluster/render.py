@@ -1,0 +1,229 @@
+"""The markdown of the emulated-cluster benchmark (reads only the report)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightning_gnn_dist.testing.cluster import parse_rate
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _ratio_cell(ratio: dict | None) -> str:
+    if ratio is None:
+        return "–"
+    per_round = ratio["per_round"]
+    if len(per_round) < 2:
+        return f"{ratio['ratio']:.2f}"
+    return f"{ratio['ratio']:.2f} ({min(per_round):.2f}–{max(per_round):.2f})"
+
+
+def _nominal_bytes(bw: str) -> float | None:
+    return None if bw == "unshaped" else parse_rate(bw) / 8
+
+
+def render(report: dict) -> str:
+    config = report["config"]
+    load = report["load_average"]
+    out = [
+        "# Emulated cluster: communication measured where it costs time\n",
+        f"`{report['command']}` — {report['date']}, {report['mode']} mode, "
+        f"{report.get('wall_seconds', 0) / 60:.1f} min. Machine: {report['machine']['cores']} "
+        f"cores, torch {report['machine']['torch']}, kernel {report['machine']['kernel']}; "
+        f"1/5/15-min load average {load['start']} at the start and {load.get('end')} at the end "
+        "(the machine is shared; every ratio compares runs interleaved in the same processes).\n",
+        f"Graph `{config['dataset']}`; model GCN {report['topologies'][next(iter(report['topologies']))]['plan']['dims']} "
+        f"(hidden 16, dropout 0.5, Adam 0.01), one full-batch step per epoch; each fit "
+        f"{config['warmup']} warm-up + {config['epochs']} measured epochs (mean epoch time per "
+        f"fit), {config['rounds']} interleaved round(s): a ratio is the median over rounds of "
+        "the variant's epoch ÷ the baseline's, in parentheses its range over rounds. Nodes are "
+        "network namespaces on a virtual switch, each link shaped with `tbf` in both directions, "
+        "each node pinned to one core (4 nodes share the 2 cores: each computes at about half a "
+        "core). Scaling: a cluster node computes ~N× faster than one core here (N ≈ 32–64), so "
+        "B Gbit/s between real nodes ≈ B/N Gbit/s here: 100 Gbit/s InfiniBand ≈ 1.5–3 Gbit/s, "
+        "10–25 Gbit/s Ethernet ≈ 150–800 Mbit/s. 'unshaped' is the bare veth link (memory "
+        "speed): the epoch without a network cost.\n",
+    ]
+    for nodes, result in report["analysis"].items():
+        out.append(_topology(int(nodes), result, report))
+    return "\n".join(out)
+
+
+def _topology(nodes: int, result: dict, report: dict) -> str:
+    cells = result["cells"]
+    bws = sorted(cells, key=lambda bw: -(_nominal_bytes(bw) or float("inf")))
+    shaped = [bw for bw in bws if bw != "unshaped"]
+    variants = list(next(iter(cells.values()))["epoch"])
+    parts = [f"## {nodes} nodes × 1 rank\n"]
+    rows = []
+    for bw in bws:
+        net = cells[bw].get("network")
+        nominal = _nominal_bytes(bw)
+        rows.append(
+            [
+                bw,
+                f"{net['bandwidth_bytes_per_s'] / 1e6:.1f}" if net else "–",
+                f"{net['bandwidth_bytes_per_s'] / nominal:.2f}" if net and nominal else "–",
+                f"{net['latency_s'] * 1e6:.0f}" if net else "–",
+            ]
+        )
+    parts.append(
+        "**Network probe** (`python -m lightning_gnn_dist probe` inside the cluster: gloo "
+        "ping-pong between nodes, fitted latency + bytes / bandwidth):\n\n"
+        + _table(["link", "fitted MB/s", "÷ nominal", "latency (µs)"], rows)
+    )
+    rows = []
+    for name in variants:
+        row = [name]
+        for bw in bws:
+            epoch = cells[bw]["epoch"].get(name)
+            row.append(f"{epoch * 1e3:.0f}" if epoch is not None else "–")
+        detail = cells[bws[0]]["detail"].get(name, {})
+        row.append(f"{detail['bytes'] / 1e6:.2f}" if "bytes" in detail else "–")
+        match = [cells[bw]["detail"].get(name, {}).get("exact_match") for bw in bws]
+        row.append("–" if None in match else ("yes" if all(match) else "no"))
+        rows.append(row)
+    parts.append(
+        "**Epoch time (ms)** per link, and halo bytes per epoch (all ranks; measured by "
+        "`CommunicationMonitor`, = predicted from the partition):\n\n"
+        + _table(["variant", *bws, "MB / epoch", "measured = predicted"], rows)
+    )
+    share_row = ["exchange share of random's epoch"] + [
+        f"{cells[bw]['random_exchange_share'] * 100:.0f} %"
+        if "random_exchange_share" in cells[bw]
+        else "–"
+        for bw in shaped
+    ]
+    rows = [share_row]
+    labels = list(next(iter(cells.values()))["ratios"])
+    for label in labels:
+        rows.append([label] + [_ratio_cell(cells[bw]["ratios"].get(label)) for bw in shaped])
+    parts.append(
+        "**Epoch-time ratios** (share = 1 − random's unshaped epoch ÷ its epoch on the link):\n\n"
+        + _table(["", *shaped], rows)
+    )
+    targets = result["targets"]
+    if targets["bandwidth"] is not None:
+        rows = [
+            [c["target"], f"{c['ratio']:.2f}", "**yes**" if c["met"] else "**no**"]
+            for c in targets["checks"]
+        ]
+        parts.append(
+            f"**Targets** at {targets['bandwidth']} (the fastest link where the exchange is ≥ "
+            "30 % of random's epoch):\n\n" + _table(["target", "measured", "met"], rows)
+        )
+        parts.append(_where_the_time_went(cells[targets["bandwidth"]], targets["bandwidth"]))
+    parts.append(_cached(result, cells, targets["bandwidth"]))
+    parts.append(_neighbor(cells, bws))
+    parts.append(_cost_model(cells, shaped, bws))
+    return "\n".join(parts)
+
+
+def _where_the_time_went(cell: dict, bw: str) -> str:
+    rows = []
+    for name, d in cell["detail"].items():
+        if "compute_max" not in d:
+            continue
+        rows.append(
+            [
+                name,
+                f"{cell['epoch'][name] * 1e3:.0f}",
+                f"{d['compute_max'] * 1e3:.0f}",
+                f"{d['wait_max'] * 1e3:.0f}",
+                f"{d['cpu_max'] * 1e3:.0f}",
+                f"{d['bytes'] / 1e6:.2f}",
+                f"{d['load'][0]:.1f}–{d['load'][1]:.1f}",
+            ]
+        )
+    return (
+        f"**Where the time went** at {bw} (slowest rank, means over measured epochs; compute = "
+        "training step minus exchange wait, so it includes the gradient all-reduce and waiting "
+        "for a slower peer; CPU = process CPU time of the epoch):\n\n"
+        + _table(
+            [
+                "variant",
+                "epoch ms",
+                "compute ms",
+                "exchange wait ms",
+                "CPU ms",
+                "MB / epoch",
+                "load",
+            ],
+            rows,
+        )
+    )
+
+
+def _cached(result: dict, cells: dict, bw: str | None) -> str:
+    accuracy = result.get("accuracy", {})
+    exact_acc = accuracy.get("p2p/hypergraph")
+    cell = cells.get(bw or "unshaped", {})
+    exact = cell.get("detail", {}).get("p2p/hypergraph", {})
+    rows = []
+    for name, acc in accuracy.items():
+        d = cell.get("detail", {}).get(name, {})
+        avoided = 1 - d["bytes"] / exact["bytes"] if "bytes" in d and exact.get("bytes") else None
+        label = next((k for k in cell.get("ratios", {}) if name.split("/")[-1] in k), None)
+        ratio = cell["ratios"].get(label) if label and name != "p2p/hypergraph" else None
+        rows.append(
+            [
+                name,
+                "–" if avoided is None else f"{avoided * 100:.0f} %",
+                _ratio_cell(ratio) if ratio else "1",
+                f"{acc:.4f}" if acc is not None else "–",
+                f"{(acc - exact_acc) * 100:+.2f}" if None not in (acc, exact_acc) else "–",
+            ]
+        )
+    return (
+        f"**cached (SANCUS) against exact p2p** (hypergraph partition; epoch ratio at {bw}; test "
+        "accuracy after the accuracy fits, exact evaluation):\n\n"
+        + _table(["variant", "bytes avoided", "epoch ÷ exact", "test acc", "Δ points"], rows)
+    )
+
+
+def _neighbor(cells: dict, bws: list[str]) -> str:
+    rows = []
+    for bw in bws:
+        d = cells[bw]["detail"].get("neighbor/metis")
+        if d is not None:
+            epoch = cells[bw]["epoch"]["neighbor/metis"]
+            rows.append([bw, f"{epoch * 1e3:.0f}", f"{d['fetch_share'] * 100:.0f} %"])
+    if not rows:
+        return ""
+    return (
+        "**Neighbour mini-batch loader** (METIS, `examples/neighbor_sage.py`'s GraphSAGE, hidden "
+        "64, fan-out [10, 5], 512 seeds per step and rank, 8 steps per epoch): remote share = seconds in the loader's remote exchanges "
+        "(sampling requests and feature fetches) ÷ epoch, mean over ranks:\n\n"
+        + _table(["link", "epoch ms", "remote share"], rows)
+    )
+
+
+def _cost_model(cells: dict, shaped: list[str], bws: list[str]) -> str:
+    rows = []
+    names = sorted({n for bw in bws for n in cells[bw].get("predicted", {})})
+    for name in names:
+        row = [name]
+        for bw in bws:
+            p = cells[bw].get("predicted", {}).get(name)
+            row.append(
+                "–"
+                if p is None
+                else f"{p['seconds'] * 1e3:.0f} / {cells[bw]['epoch'][name] * 1e3:.0f} = {p['ratio']:.2f}"
+            )
+        rows.append(row)
+    ratios = [p["ratio"] for bw in shaped for p in cells[bw].get("predicted", {}).values()]
+    summary = (
+        f"predicted ÷ measured on the shaped links: {min(ratios):.2f} to {max(ratios):.2f} "
+        "(target 0.75–1.25)."
+        if ratios
+        else ""
+    )
+    return (
+        "**Cost model** (`costmodel.predict_epoch`: the partition's metrics, compute calibrated "
+        "on each node's core at the start of the run, the probed network of each link; "
+        "predicted ms / measured ms = ratio). " + summary + "\n\n" + _table(["variant", *bws], rows)
+    )

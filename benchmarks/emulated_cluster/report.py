@@ -1,0 +1,192 @@
+"""Ratios, shares, targets and cost-model predictions from the workers' records; the markdown."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import numpy as np
+
+from lightning_gnn_dist.costmodel import ComputeCosts, Network, predict_epoch
+from lightning_gnn_dist.partition.store import PartitionStore
+from lightning_gnn_dist.testing.cluster import parse_rate
+
+#: (label, variant, baseline): the epoch-time ratios of the report.
+COMPARISONS = [
+    ("p2p ÷ broadcast (hypergraph)", "p2p/hypergraph", "broadcast/hypergraph"),
+    ("hypergraph ÷ random (p2p)", "p2p/hypergraph", "p2p/random"),
+    ("hypergraph ÷ METIS (p2p)", "p2p/hypergraph", "p2p/metis"),
+    ("METIS ÷ random (p2p)", "p2p/metis", "p2p/random"),
+    ("cached epoch-fixed 1 ÷ exact p2p", "cached/epoch-fixed-1", "p2p/hypergraph"),
+    ("cached epoch-adaptive 3 ÷ exact p2p", "cached/epoch-adaptive-3", "p2p/hypergraph"),
+    ("cached variation-gap 0.1 ÷ exact p2p", "cached/variation-gap-0.1", "p2p/hypergraph"),
+    ("cd-5 ÷ cd-0", "cd-5", "cd-0"),
+    ("0c ÷ cd-0", "0c", "cd-0"),
+]
+#: (label, variant, baseline, largest ratio): the issue's targets, checked at the bandwidth
+#: where the exchange is at least 30 % of a random partition's epoch.
+TARGETS = [
+    ("hypergraph ≤ 0.85 × random", "p2p/hypergraph", "p2p/random", 0.85),
+    ("hypergraph ≤ 0.95 × METIS", "p2p/hypergraph", "p2p/metis", 0.95),
+    ("p2p ≤ 0.5 × broadcast", "p2p/hypergraph", "broadcast/hypergraph", 0.5),
+    ("cached (epoch-fixed 1) ≤ 0.7 × exact epoch", "cached/epoch-fixed-1", "p2p/hypergraph", 0.7),
+    ("cd-5 ≤ 0.7 × cd-0", "cd-5", "cd-0", 0.7),
+]
+MODELLED = {"p2p/hypergraph", "broadcast/hypergraph", "p2p/metis", "p2p/random"}
+SHARE_TARGET = 0.30
+
+
+def _bw(bandwidth: str | None) -> str:
+    return bandwidth or "unshaped"
+
+
+def _fit_mean(record: dict, warmup: int) -> float:
+    """Mean epoch seconds of a fit after the warm-up (means, not medians: cached and cd-r
+    alternate cheap and dear epochs)."""
+    return float(np.mean(record["epoch_seconds"][warmup:]))
+
+
+def _ratio(values: dict[int, float], base: dict[int, float]) -> dict[str, Any] | None:
+    rounds = sorted(set(values) & set(base))
+    if not rounds:
+        return None
+    per_round = [values[r] / base[r] for r in rounds]
+    value = statistics.median(values.values()) / statistics.median(base.values())
+    return {"ratio": value, "per_round": per_round}
+
+
+def analyse(report: dict) -> dict:
+    """Per topology and bandwidth: each variant's epoch, bytes and time split; the ratios; the
+    random partition's exchange share; the targets; predicted ÷ measured."""
+    warmup = report["config"]["warmup"]
+    out: dict[str, Any] = {}
+    for nodes, topology in report["topologies"].items():
+        records = topology["records"]
+        fits = [r for r in records if r["kind"] == "fit" and not r["accuracy"]]
+        costs_per_rank = next(r for r in records if r["kind"] == "calibration")["costs"]
+        costs = ComputeCosts(
+            **{k: statistics.median(c[k] for c in costs_per_rank) for k in costs_per_rank[0]}
+        )
+        probes = {_bw(r["bandwidth"]): r for r in records if r["kind"] == "probe"}
+        epoch: dict[str, dict[str, dict[int, float]]] = {}
+        detail: dict[str, dict[str, dict]] = {}
+        for record in fits:
+            bw, name = _bw(record["bandwidth"]), record["variant"]
+            epoch.setdefault(bw, {}).setdefault(name, {})[record["round"]] = _fit_mean(
+                record, warmup
+            )
+            rows = detail.setdefault(bw, {}).setdefault(name, {"fits": []})["fits"]
+            rows.append(_fit_detail(record, warmup))
+        bandwidths = list(epoch)
+        result: dict[str, Any] = {"bandwidths": bandwidths, "costs": vars(costs), "cells": {}}
+        for bw in bandwidths:
+            cell: dict[str, Any] = {"epoch": {}, "ratios": {}, "detail": {}}
+            for name, by_round in epoch[bw].items():
+                cell["epoch"][name] = statistics.median(by_round.values())
+                cell["detail"][name] = _merge(detail[bw][name]["fits"])
+            for label, variant, baseline in COMPARISONS:
+                if variant in epoch[bw] and baseline in epoch[bw]:
+                    cell["ratios"][label] = _ratio(epoch[bw][variant], epoch[bw][baseline])
+            free = epoch.get("unshaped", {}).get("p2p/random")
+            if free and "p2p/random" in epoch[bw]:
+                cell["random_exchange_share"] = 1 - statistics.median(
+                    free.values()
+                ) / statistics.median(epoch[bw]["p2p/random"].values())
+            probe = probes.get(bw)
+            if probe is not None and probe["levels"].get("inter_node"):
+                network = Network(
+                    probe["levels"]["inter_node"]["bandwidth_bytes_per_s"],
+                    probe["levels"]["inter_node"]["latency_s"],
+                )
+                cell["network"] = vars(network)
+                cell["predicted"] = _predict(topology, cell, network, costs, int(nodes), report)
+            result["cells"][bw] = cell
+        result["accuracy"] = {
+            r["variant"]: r["test_acc"] for r in records if r["kind"] == "fit" and r["accuracy"]
+        }
+        result["targets"] = _targets(result)
+        out[nodes] = result
+    return out
+
+
+def _fit_detail(record: dict, warmup: int) -> dict:
+    d: dict[str, Any] = {
+        "cpu_max": float(np.max([np.mean(c[warmup:]) for c in record["cpu_seconds"]])),
+        "fetch_share": float(
+            np.mean(
+                [
+                    np.sum(f[warmup:]) / max(1e-12, np.sum(record["epoch_seconds"][warmup:]))
+                    for f in record["fetch_seconds"]
+                ]
+            )
+        ),
+        "load": record["load_average"],
+    }
+    if "bytes" in record:
+        d["bytes"] = float(np.mean(record["bytes"][warmup:]))
+        d["predicted_bytes"] = float(np.mean(record["predicted_bytes"][warmup:]))
+        d["exact_match"] = record["bytes"] == record["predicted_bytes"]
+        d["compute_max"] = float(np.mean([max(c) for c in record["compute_seconds"][warmup:]]))
+        d["wait_max"] = float(np.mean([max(w) for w in record["wait_seconds"][warmup:]]))
+    return d
+
+
+def _merge(fits: list[dict]) -> dict:
+    merged: dict[str, Any] = {}
+    for key in fits[0]:
+        values = [f[key] for f in fits]
+        if key == "exact_match":
+            merged[key] = all(values)
+        elif key == "load":
+            merged[key] = [min(v[0] for v in values), max(v[1] for v in values)]
+        else:
+            merged[key] = statistics.median(values)
+    return merged
+
+
+def _predict(topology, cell, network, costs, nodes, report) -> dict[str, dict]:
+    dims = topology["plan"]["dims"]
+    cores = 2 if nodes > 2 else None  # 4 nodes share the 2 cores: compute x P / cores
+    predicted = {}
+    for name in MODELLED & set(cell["epoch"]):
+        variant = topology["plan"]["variants"][name]
+        metrics = PartitionStore.open(topology["plan"]["stores"][variant["method"]]).metrics
+        estimate = predict_epoch(
+            metrics, dims, costs, network, variant["strategy"]["exchange"], cores=cores
+        )
+        predicted[name] = {
+            "seconds": estimate.epoch_seconds,
+            "compute": float(estimate.compute_seconds.max()),
+            "comm": float(estimate.comm_seconds.max()),
+            "ratio": estimate.epoch_seconds / cell["epoch"][name],
+        }
+    return predicted
+
+
+def _targets(result: dict) -> dict:
+    """The bandwidth where the exchange is ≥ 30 % of random's epoch (the fastest such link),
+    and each target there."""
+    shaped = [
+        (bw, c["random_exchange_share"])
+        for bw, c in result["cells"].items()
+        if bw != "unshaped" and "random_exchange_share" in c
+    ]
+    shaped.sort(key=lambda item: -parse_rate(item[0]))  # fastest link first
+    eligible = [bw for bw, share in shaped if share >= SHARE_TARGET]
+    chosen = eligible[0] if eligible else (max(shaped, key=lambda x: x[1])[0] if shaped else None)
+    checks = []
+    if chosen is not None:
+        ratios = result["cells"][chosen]["ratios"]
+        labels = {(v, b): label for label, v, b in COMPARISONS}
+        for label, variant, baseline, limit in TARGETS:
+            match = ratios.get(labels[(variant, baseline)])
+            if match is not None:
+                checks.append(
+                    {"target": label, "ratio": match["ratio"], "met": match["ratio"] <= limit}
+                )
+    return {"bandwidth": chosen, "checks": checks}
+
+
+from benchmarks.emulated_cluster.render import render  # noqa: E402  (re-exported)
+
+__all__ = ["analyse", "render"]
