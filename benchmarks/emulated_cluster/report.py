@@ -101,6 +101,7 @@ def analyse(report: dict) -> dict:
                 cell["network"] = vars(network)
                 cell["predicted"] = _predict(topology, cell, network, costs, int(nodes), report)
             result["cells"][bw] = cell
+        _anchor(result["cells"])
         result["accuracy"] = {
             r["variant"]: r["test_acc"] for r in records if r["kind"] == "fit" and r["accuracy"]
         }
@@ -161,6 +162,19 @@ def _predict(topology, cell, network, costs, nodes, report) -> dict[str, dict]:
             "ratio": estimate.epoch_seconds / cell["epoch"][name],
         }
     return predicted
+
+
+def _anchor(cells: dict) -> None:
+    """The network part of the model alone: the measured unshaped epoch plus the predicted
+    extra communication time of the link (predicted comm at the link − at the unshaped one)."""
+    free = cells.get("unshaped", {})
+    for bw, cell in cells.items():
+        for name, p in cell.get("predicted", {}).items():
+            base = free.get("predicted", {}).get(name)
+            if bw == "unshaped" or base is None:
+                continue
+            p["anchored_seconds"] = free["epoch"][name] + p["comm"] - base["comm"]
+            p["anchored_ratio"] = p["anchored_seconds"] / cell["epoch"][name]
 
 
 def _targets(result: dict) -> dict:

@@ -14,8 +14,8 @@ Each node's link to the switch is shaped in both directions with the ``tbf`` que
 (a full-duplex NIC of the given rate on a non-blocking switch); traffic between two processes of
 the same node stays on that node's loopback, unshaped, as shared memory would be on a real one.
 
-Names carry a project prefix, the owner's pid and the owner's start time
-(``lgd-emu-<pid>-<start>-n0``): a namespace whose owner is gone is stale, and any later run
+Names carry a project prefix, the owner's pid, the owner's start time and a number per cluster
+of that owner (``lgd-emu-<pid>-<start>-<k>-n0``): a namespace whose owner is gone is stale, and any later run
 removes it (:func:`reap_stale_namespaces`). Every cluster also starts a reaper, a small process in
 its own session that removes the cluster's namespaces and ends every process inside them as soon
 as its owner dies, however it dies (``SIGKILL`` included).
@@ -26,6 +26,7 @@ Nothing here imports torch or the rest of the package: this file also runs as th
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -102,7 +103,7 @@ def _owner_token(pid: int) -> str:
 
 def _owner_of(name: str) -> tuple[int, int] | None:
     """``(pid, start time)`` of a namespace name of ours, ``None`` for any other name."""
-    match = re.fullmatch(rf"{re.escape(PREFIX)}-(\d+)-(\d+)-(?:sw|n\d+)", name)
+    match = re.fullmatch(rf"{re.escape(PREFIX)}-(\d+)-(\d+)-\d+-(?:sw|n\d+)", name)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
@@ -318,6 +319,9 @@ def _cpu_sets(nodes: int, cpus_per_node: int) -> tuple[list[list[int]], bool]:
 # -- the cluster -------------------------------------------------------------------------------
 
 
+_CLUSTER_NUMBERS = itertools.count()
+
+
 class EmulatedCluster:
     """``nodes`` emulated machines on this one: network namespaces on a virtual switch.
 
@@ -363,7 +367,8 @@ class EmulatedCluster:
         self.cpu_sets, self.oversubscribed = (
             _cpu_sets(nodes, cpus_per_node) if cpus_per_node else (None, False)
         )
-        self.token = _owner_token(os.getpid())
+        # owner and a per-process number: two clusters of one process never share a name
+        self.token = f"{_owner_token(os.getpid())}-{next(_CLUSTER_NUMBERS)}"
         self.switch = f"{self.token}-sw"
         self.namespaces = [f"{self.token}-n{i}" for i in range(nodes)]
         self.addresses = [f"{SUBNET}.{i + 1}" for i in range(nodes)]
@@ -392,7 +397,10 @@ class EmulatedCluster:
         self.destroy()
 
     def create(self) -> None:
-        """Make the switch, the nodes and their links; on any failure remove what was made."""
+        """Make the switch, the nodes and their links; on any failure remove what was made.
+        Does nothing when the cluster exists."""
+        if self._created:
+            return
         missing = missing_requirements(self.rate_bits is not None, self.cpu_sets is not None)
         if missing:
             raise EmulationError(f"the emulated cluster needs {'; '.join(missing)}")
@@ -464,7 +472,7 @@ class EmulatedCluster:
                 "-I",
                 os.path.abspath(__file__),
                 "--reap",
-                *self.token.split("-")[-2:],
+                *self.token.split("-")[-3:-1],  # the owner's pid and start time
             ],
             start_new_session=True,  # Ctrl-C in the terminal must not reach it
             stdin=subprocess.DEVNULL,
@@ -648,7 +656,7 @@ def _reap_when_gone(pid: int, start: int) -> int:
         while _owner_alive(pid, start):
             time.sleep(0.2)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # from here on, finish the job
-    _remove_owned(f"{PREFIX}-{pid}-{start}")
+    _remove_owned(f"{PREFIX}-{pid}-{start}")  # every cluster of the owner
     return 0
 
 

@@ -62,9 +62,9 @@ def test_missing_requirements_are_named(monkeypatch):
 
 
 def test_names_of_other_owners_are_not_ours():
-    assert cluster_module._owner_of(f"{PREFIX}-12-345-n0") == (12, 345)
-    assert cluster_module._owner_of(f"{PREFIX}-12-345-sw") == (12, 345)
-    for name in ("lgd-emu-12-n0", "other-12-345-n0", f"{PREFIX}-12-345-n0x", "netns0"):
+    assert cluster_module._owner_of(f"{PREFIX}-12-345-0-n0") == (12, 345)
+    assert cluster_module._owner_of(f"{PREFIX}-12-345-3-sw") == (12, 345)
+    for name in ("lgd-emu-12-0-n0", "other-12-345-0-n0", f"{PREFIX}-12-345-0-n0x", "netns0"):
         assert cluster_module._owner_of(name) is None
 
 
@@ -150,6 +150,15 @@ def test_nodes_talk_over_shaped_links_and_everything_goes_away():
 
 
 @needs_namespaces
+def test_two_clusters_of_one_process_do_not_share_names():
+    with EmulatedCluster(1) as first, EmulatedCluster(1) as second:
+        assert first.namespaces != second.namespaces and first.switch != second.switch
+        first.destroy()
+        assert second.namespaces[0] in list_namespaces()
+    assert not {*first.namespaces, *second.namespaces} & set(list_namespaces())
+
+
+@needs_namespaces
 def test_a_node_that_fails_ends_the_others_after_the_grace_period():
     out = io.StringIO()
     with EmulatedCluster(2) as cluster:
@@ -163,7 +172,7 @@ def test_a_node_that_fails_ends_the_others_after_the_grace_period():
 def test_stale_namespaces_of_dead_owners_are_removed_with_their_processes():
     gone = subprocess.Popen(["true"])
     gone.wait()
-    stale = f"{PREFIX}-{gone.pid}-1-n0"
+    stale = f"{PREFIX}-{gone.pid}-1-0-n0"
     subprocess.run(["ip", "netns", "add", stale], check=True)
     orphan = subprocess.Popen(["ip", "netns", "exec", stale, "sleep", "60"])
     with EmulatedCluster(1) as live:  # the next cluster removes it first
@@ -209,6 +218,6 @@ def test_shaping_outside_a_node_is_refused(monkeypatch):
         shape_own_link("1gbit")
     monkeypatch.setenv("LGD_EMULATED_NODE", "0")
     monkeypatch.setenv("LGD_EMULATED_NAMESPACE", "host-ns")  # not one of ours: refused
-    monkeypatch.setenv("LGD_EMULATED_SWITCH", f"{PREFIX}-1-2-sw")
+    monkeypatch.setenv("LGD_EMULATED_SWITCH", f"{PREFIX}-1-2-0-sw")
     with pytest.raises(EmulationError, match="inside a node"):
         shape_own_link("1gbit")
