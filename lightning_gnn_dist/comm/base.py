@@ -186,8 +186,12 @@ class _StartExchange(Function):
 
     @staticmethod
     def backward(ctx, _grad_token: Tensor):
-        pending = ctx.pending
+        pending, ctx.pending = ctx.pending, None
         grad_owned = pending.exchange._timed_wait(pending.backward, pending.layer, "backward")
+        # pending.token's grad_fn is this node, whose ctx held pending: a cycle through C++
+        # autograd nodes that Python's gc does not collect (each fit's exchange and partition
+        # stayed alive); the exchange is over, so break it.
+        pending.token = pending.forward = pending.backward = None
         return grad_owned, None
 
 
@@ -199,7 +203,7 @@ class _FinishExchange(Function):
 
     @staticmethod
     def backward(ctx, grad_halo: Tensor):
-        pending = ctx.pending
+        pending, ctx.pending = ctx.pending, None
         pending.backward = pending.exchange._post_backward(grad_halo.contiguous(), pending.layer)
         return grad_halo.new_empty(0), None
 
