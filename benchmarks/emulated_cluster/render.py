@@ -108,19 +108,49 @@ def _topology(nodes: int, result: dict, report: dict) -> str:
     )
     targets = result["targets"]
     if targets["bandwidth"] is not None:
-        rows = [
-            [c["target"], f"{c['ratio']:.2f}", "**yes**" if c["met"] else "**no**"]
-            for c in targets["checks"]
-        ]
-        parts.append(
-            f"**Targets** at {targets['bandwidth']} (the fastest link where the exchange is ≥ "
-            "30 % of random's epoch):\n\n" + _table(["target", "measured", "met"], rows)
-        )
+        parts.append(_targets_table(targets, "measured epochs"))
         parts.append(_where_the_time_went(cells[targets["bandwidth"]], targets["bandwidth"]))
+    rows = [
+        ["exchange share of random's projected epoch"]
+        + [
+            f"{cells[bw]['projected_random_share'] * 100:.0f} %"
+            if "projected_random_share" in cells[bw]
+            else "–"
+            for bw in shaped
+        ]
+    ]
+    for label in labels:
+        rows.append(
+            [label]
+            + [_ratio_cell(cells[bw].get("projected_ratios", {}).get(label)) for bw in shaped]
+        )
+    parts.append(
+        "**Projected to an unshared node.** On this shared machine the ranks' wall-clock compute "
+        "also counts the time they wait for a core that other people's work holds (the CPU "
+        "column above). Projected epoch = the slowest rank's CPU seconds (its own work) + what "
+        "the link added to the epoch (epoch on the link − unshaped epoch, same round): the "
+        "epoch a node would have with its core to itself. Ratios of projected epochs, per round "
+        "as above:\n\n" + _table(["", *shaped], rows)
+    )
+    projected = result.get("projected_targets", {})
+    if projected.get("bandwidth") is not None:
+        parts.append(_targets_table(projected, "projected epochs"))
     parts.append(_cached(result, cells, targets["bandwidth"]))
     parts.append(_neighbor(cells, bws))
     parts.append(_cost_model(cells, shaped, bws))
     return "\n".join(parts)
+
+
+def _targets_table(targets: dict, what: str) -> str:
+    rows = [
+        [c["target"], f"{c['ratio']:.2f}", "**yes**" if c["met"] else "**no**"]
+        for c in targets["checks"]
+    ]
+    return (
+        f"**Targets, {what}**, at {targets['bandwidth']} (the fastest link where the exchange "
+        "is ≥ 30 % of random's epoch, or the link where it is largest):\n\n"
+        + _table(["target", "ratio", "met"], rows)
+    )
 
 
 def _where_the_time_went(cell: dict, bw: str) -> str:

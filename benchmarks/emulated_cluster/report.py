@@ -69,6 +69,7 @@ def analyse(report: dict) -> dict:
         )
         probes = {_bw(r["bandwidth"]): r for r in records if r["kind"] == "probe"}
         epoch: dict[str, dict[str, dict[int, float]]] = {}
+        cpu: dict[str, dict[str, dict[int, float]]] = {}
         detail: dict[str, dict[str, dict]] = {}
         for record in fits:
             bw, name = _bw(record["bandwidth"]), record["variant"]
@@ -77,6 +78,7 @@ def analyse(report: dict) -> dict:
             )
             rows = detail.setdefault(bw, {}).setdefault(name, {"fits": []})["fits"]
             rows.append(_fit_detail(record, warmup))
+            cpu.setdefault(bw, {}).setdefault(name, {})[record["round"]] = rows[-1]["cpu_max"]
         bandwidths = list(epoch)
         result: dict[str, Any] = {"bandwidths": bandwidths, "costs": vars(costs), "cells": {}}
         for bw in bandwidths:
@@ -92,6 +94,7 @@ def analyse(report: dict) -> dict:
                 cell["random_exchange_share"] = 1 - statistics.median(
                     free.values()
                 ) / statistics.median(epoch[bw]["p2p/random"].values())
+            _project(cell, bw, epoch, cpu)
             probe = probes.get(bw)
             if probe is not None and probe["levels"].get("inter_node"):
                 network = Network(
@@ -105,7 +108,8 @@ def analyse(report: dict) -> dict:
         result["accuracy"] = {
             r["variant"]: r["test_acc"] for r in records if r["kind"] == "fit" and r["accuracy"]
         }
-        result["targets"] = _targets(result)
+        result["targets"] = _targets(result, "random_exchange_share", "ratios")
+        result["projected_targets"] = _targets(result, "projected_random_share", "projected_ratios")
         out[nodes] = result
     return out
 
@@ -164,6 +168,30 @@ def _predict(topology, cell, network, costs, nodes, report) -> dict[str, dict]:
     return predicted
 
 
+def _project(cell: dict, bw: str, epoch: dict, cpu: dict) -> None:
+    """The epoch on a node that nobody else's work slows down, per round: the slowest rank's
+    CPU seconds (its own work) + what the link added (the epoch on the link − unshaped, ≥ 0).
+    On a shared machine the wall-clock compute also counts time waiting for a core."""
+    free = epoch.get("unshaped", {})
+    projected: dict[str, dict[int, float]] = {}
+    for name, by_round in epoch[bw].items():
+        rounds = set(by_round) & set(free.get(name, {})) & set(cpu[bw][name])
+        projected[name] = {
+            r: cpu[bw][name][r] + max(0.0, by_round[r] - free[name][r]) for r in rounds
+        }
+    cell["projected"] = {n: statistics.median(v.values()) for n, v in projected.items() if v}
+    cell["projected_ratios"] = {}
+    for label, variant, baseline in COMPARISONS:
+        if projected.get(variant) and projected.get(baseline):
+            cell["projected_ratios"][label] = _ratio(projected[variant], projected[baseline])
+    random = projected.get("p2p/random")
+    if random and bw != "unshaped":
+        added = [random[r] - cpu[bw]["p2p/random"][r] for r in random]
+        cell["projected_random_share"] = statistics.median(added) / statistics.median(
+            random.values()
+        )
+
+
 def _anchor(cells: dict) -> None:
     """The network part of the model alone: the measured unshaped epoch plus the predicted
     extra communication time of the link (predicted comm at the link − at the unshaped one)."""
@@ -177,20 +205,20 @@ def _anchor(cells: dict) -> None:
             p["anchored_ratio"] = p["anchored_seconds"] / cell["epoch"][name]
 
 
-def _targets(result: dict) -> dict:
+def _targets(result: dict, share_key: str, ratios_key: str) -> dict:
     """The bandwidth where the exchange is ≥ 30 % of random's epoch (the fastest such link),
-    and each target there."""
+    and each target there (measured, or projected: see :func:`_project`)."""
     shaped = [
-        (bw, c["random_exchange_share"])
+        (bw, c[share_key])
         for bw, c in result["cells"].items()
-        if bw != "unshaped" and "random_exchange_share" in c
+        if bw != "unshaped" and share_key in c
     ]
     shaped.sort(key=lambda item: -parse_rate(item[0]))  # fastest link first
     eligible = [bw for bw, share in shaped if share >= SHARE_TARGET]
     chosen = eligible[0] if eligible else (max(shaped, key=lambda x: x[1])[0] if shaped else None)
     checks = []
     if chosen is not None:
-        ratios = result["cells"][chosen]["ratios"]
+        ratios = result["cells"][chosen][ratios_key]
         labels = {(v, b): label for label, v, b in COMPARISONS}
         for label, variant, baseline, limit in TARGETS:
             match = ratios.get(labels[(variant, baseline)])
