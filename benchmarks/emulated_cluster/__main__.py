@@ -1,8 +1,6 @@
 """``python -m benchmarks.emulated_cluster``: see :mod:`benchmarks.emulated_cluster`."""
 
-import sys
-
-from benchmarks.emulated_cluster.driver import main
+from benchmarks.emulated_cluster import BENCHMARK
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(BENCHMARK.main())

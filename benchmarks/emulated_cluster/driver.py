@@ -1,35 +1,20 @@
-"""The benchmark's driver: stores, the plan, one emulated cluster per topology, the report."""
+"""The benchmark's driver: stores, the plan, one emulated cluster per topology (see the package
+docstring)."""
 
-# ruff: noqa: E402  (the environment must be set before torch is imported)
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("LGD_PROGRESS", "0")
-
-import argparse
-import datetime
 import json
-import platform
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-import torch
-
+from benchmarks.common.stores import build_store
+from benchmarks.emulated_cluster.report import analyse_topology
+from benchmarks.harness import REPO, Run, log
 from lightning_gnn_dist.data import load_dataset
-from lightning_gnn_dist.partition import get_partitioner
-from lightning_gnn_dist.partition.store import partition_to_store
 from lightning_gnn_dist.testing.cluster import emulation_unavailable_reason
 
-RESULTS = REPO / "benchmarks" / "results"
 WORKER = Path(__file__).with_name("worker.py")
 
 
@@ -80,10 +65,9 @@ CONFIGS = {
     "full": {
         "dataset": "rmat?scale=16&edge_factor=10&features=64&classes=8",
         "nodes": [2, 4],
-        "bandwidths": [None, "2gbit", "500mbit", "125mbit"],
+        "bandwidths": [None, "1gbit", "250mbit", "50mbit"],
         "warmup": 1,
         "epochs": 8,  # measured, after the warm-up: a multiple of every cached period here
-        "rounds": 2,
         "accuracy_epochs": 60,
     },
     "quick": {
@@ -92,29 +76,25 @@ CONFIGS = {
         "bandwidths": [None, "1gbit", "100mbit"],
         "warmup": 1,
         "epochs": 4,
-        "rounds": 1,
         "accuracy_epochs": 6,
     },
 }
 
 
-def make_stores(dataset: str, parts: int, cache: Path) -> dict[str, str]:
-    """One partition store per method at ``parts`` parts (reused when they exist)."""
+def make_stores(dataset: str, parts: int, cache: Path, variants: list[str]) -> dict[str, str]:
+    """One partition store per method the variants use, at ``parts`` parts (built once, reused
+    from ``cache`` when they exist)."""
     data = load_dataset(dataset)
-    stores = {}
-    for method in sorted({v.get("store", v["method"]) for v in VARIANTS.values()}):
-        path = cache / f"p{parts}-{method}"
-        partition_to_store(data, get_partitioner(method, seed=0), parts, path, dataset=dataset)
-        stores[method] = str(path)
-    return stores
+    methods = sorted({VARIANTS[v].get("store", VARIANTS[v]["method"]) for v in variants})
+    return {m: str(build_store(data, dataset, cache, m, parts).path) for m in methods}
 
 
-def make_plan(config: dict, variants: list[str], stores: dict[str, str]) -> dict:
+def make_plan(config: dict, rounds: int, variants: list[str], stores: dict[str, str]) -> dict:
     """Blocks in run order: rounds alternate the order of bandwidths and of variants; the first
     round probes each bandwidth; one accuracy block at the end (unshaped: accuracy does not
     depend on the link)."""
     blocks = []
-    for r in range(config["rounds"]):
+    for r in range(rounds):
         bandwidths = config["bandwidths"] if r % 2 == 0 else config["bandwidths"][::-1]
         for i, bandwidth in enumerate(bandwidths):
             order = variants if (r + i) % 2 == 0 else variants[::-1]
@@ -176,77 +156,48 @@ def run_topology(nodes: int, plan: dict, work: Path, log) -> tuple[list[dict], d
     return records, json.loads(stats.read_text())
 
 
-def _load_average() -> list[float]:
-    with open("/proc/loadavg") as handle:
-        return [float(v) for v in handle.read().split()[:3]]
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="smoke configuration")
-    parser.add_argument("--nodes", type=int, nargs="+", help="topologies (default: the config's)")
-    parser.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), help="subset")
-    parser.add_argument("--cache-dir", type=Path, help="partition stores (default: a temp dir)")
-    parser.add_argument("--out", type=Path, help="output stem (default: results/emulated_cluster)")
-    parser.add_argument("--render", action="store_true", help="rewrite the markdown from the JSON")
+def add_arguments(parser) -> None:
+    parser.add_argument(
+        "--variants", type=lambda t: t.split(","), help=f"subset of {','.join(VARIANTS)}"
+    )
     parser.add_argument(
         "--work-dir", type=Path, help="keep plans, raw records and node logs here (default: temp)"
     )
-    args = parser.parse_args(argv)
-    from benchmarks.emulated_cluster.report import analyse, render
+    parser.add_argument(
+        "--nodes", type=lambda t: [int(n) for n in t.split(",")], help="topologies, e.g. 2,4"
+    )
 
-    mode = "quick" if args.quick else "full"
-    stem = args.out or RESULTS / ("emulated_cluster" + ("_quick" if args.quick else ""))
-    if args.render:
-        stem.with_suffix(".md").write_text(
-            render(json.loads(stem.with_suffix(".json").read_text()))
-        )
-        return 0
+
+def run(r: Run) -> None:
     reason = emulation_unavailable_reason()
     if reason is not None:
-        print(f"error: {reason}", file=sys.stderr)
-        return 2
-    config = dict(CONFIGS[mode])
-    if args.nodes:
-        config["nodes"] = args.nodes
-    variants = args.variants or list(VARIANTS)
-    cache = args.cache_dir or Path(tempfile.gettempdir()) / "lgd-emulated-cluster-stores"
-    start, started = time.perf_counter(), datetime.datetime.now(datetime.timezone.utc)
-
-    def log(message: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-    report = {
-        "benchmark": "emulated_cluster",
-        "command": " ".join(["python -m benchmarks.emulated_cluster", *(argv or sys.argv[1:])]),
-        "date": started.isoformat(timespec="seconds"),
-        "mode": mode,
-        "config": config,
-        "variants": {name: VARIANTS[name] for name in variants},
-        "machine": {
-            "cores": os.cpu_count(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "kernel": platform.release(),
-        },
-        "load_average": {"start": _load_average()},
-        "topologies": {},
-    }
+        log(f"skipped: {reason}")
+        r.report["skipped"] = reason
+        return
+    config = dict(CONFIGS["quick" if r.quick else "full"])
+    config["nodes"] = r.args.nodes or config["nodes"]
+    variants = r.args.variants or list(VARIANTS)
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
+    r.report.update(config=config, rounds=r.repeats, variants={v: VARIANTS[v] for v in variants})
+    topologies = r.report.setdefault("topologies", {})
     with tempfile.TemporaryDirectory(prefix="lgd-emulated-bench-") as tmp:
-        work = args.work_dir or Path(tmp)
+        work = r.args.work_dir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         for nodes in config["nodes"]:
-            log(f"partitioning {config['dataset']} into {nodes} parts")
-            stores = make_stores(config["dataset"], nodes, cache / f"{mode}")
-            plan = make_plan(config, variants, stores)
-            records, stats = run_topology(nodes, plan, work, log)
-            report["topologies"][str(nodes)] = {"records": records, "links": stats, "plan": plan}
+            if not r.wants(f"{nodes}nodes"):
+                continue
+            with r.section(f"{nodes}nodes"):
+                log(f"partitioning {config['dataset']} into {nodes} parts")
+                stores = make_stores(config["dataset"], nodes, r.cache_dir, variants)
+                plan = make_plan(config, r.repeats, variants, stores)
+                records, links = run_topology(nodes, plan, work, log)
+                topologies[str(nodes)] = {
+                    "plan": plan,
+                    "links": links,
+                    "records": records,
+                    "analysis": analyse_topology(records, plan, config["warmup"], nodes),
+                }
+            r.save()
             log(f"{nodes} nodes done ({len(records)} records)")
-    report["load_average"]["end"] = _load_average()
-    report["wall_seconds"] = time.perf_counter() - start
-    report["analysis"] = analyse(report)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=1))
-    stem.with_suffix(".md").write_text(render(report))
-    log(f"wrote {stem}.json and .md")
-    return 0

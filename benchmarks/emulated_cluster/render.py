@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.harness import markdown_table, ratio_cell
 from lightning_gnn_dist.testing.cluster import parse_rate
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
+    """Rows of preformatted cells as the harness's markdown table."""
+    return markdown_table(
+        [dict(zip(header, map(str, row), strict=True)) for row in rows],
+        header,
+        formats={column: str for column in header},
+    )
 
 
 def _ratio_cell(ratio: dict | None) -> str:
-    if ratio is None:
-        return "–"
-    per_round = ratio["per_round"]
-    if len(per_round) < 2:
-        return f"{ratio['ratio']:.2f}"
-    return f"{ratio['ratio']:.2f} ({min(per_round):.2f}–{max(per_round):.2f})"
+    return "–" if ratio is None else ratio_cell(ratio["ratio"], ratio["per_round"])
 
 
 def _nominal_bytes(bw: str) -> float | None:
@@ -27,33 +26,32 @@ def _nominal_bytes(bw: str) -> float | None:
 
 
 def render(report: dict) -> str:
+    title = "# Emulated cluster: communication measured where it costs time\n"
+    if "skipped" in report:
+        return f"{title}\nNot measured: {report['skipped']}.\n"
     config = report["config"]
-    load = report["load_average"]
+    dims = next(iter(report["topologies"].values()))["plan"]["dims"] if report["topologies"] else []
     out = [
-        "# Emulated cluster: communication measured where it costs time\n",
-        f"`{report['command']}` — {report['date']}, {report['mode']} mode, "
-        f"{report.get('wall_seconds', 0) / 60:.1f} min. Machine: {report['machine']['cores']} "
-        f"cores, torch {report['machine']['torch']}, kernel {report['machine']['kernel']}; "
-        f"1/5/15-min load average {load['start']} at the start and {load.get('end')} at the end "
-        "(the machine is shared; every ratio compares runs interleaved in the same processes).\n",
-        f"Graph `{config['dataset']}`; model GCN {report['topologies'][next(iter(report['topologies']))]['plan']['dims']} "
-        f"(hidden 16, dropout 0.5, Adam 0.01), one full-batch step per epoch; each fit "
-        f"{config['warmup']} warm-up + {config['epochs']} measured epochs (mean epoch time per "
-        f"fit), {config['rounds']} interleaved round(s): a ratio is the median over rounds of "
-        "the variant's epoch ÷ the baseline's, in parentheses its range over rounds. Nodes are "
-        "network namespaces on a virtual switch, each link shaped with `tbf` in both directions, "
-        "each node pinned to one core (4 nodes share the 2 cores: each computes at about half a "
-        "core). Scaling: a cluster node computes ~N× faster than one core here (N ≈ 32–64), so "
-        "B Gbit/s between real nodes ≈ B/N Gbit/s here: 100 Gbit/s InfiniBand ≈ 1.5–3 Gbit/s, "
-        "10–25 Gbit/s Ethernet ≈ 150–800 Mbit/s. 'unshaped' is the bare veth link (memory "
-        "speed): the epoch without a network cost.\n",
+        title,
+        f"Graph `{config['dataset']}`; model GCN {dims} (hidden 16, dropout 0.5, Adam 0.01), one "
+        f"full-batch step per epoch; each fit {config['warmup']} warm-up + {config['epochs']} "
+        f"measured epochs (mean epoch time per fit), {report['rounds']} interleaved round(s): a "
+        "ratio is the variant's median epoch over rounds ÷ the baseline's, in parentheses its "
+        "range over rounds. Nodes are network namespaces on a virtual switch (`python -m "
+        "lightning_gnn_dist emulate`), each link shaped with `tbf` in both directions, each "
+        "node pinned to one core (4 nodes share the 2 cores: each computes at about half a "
+        "core); the link rate changes between blocks of the same processes. Scaling: a cluster "
+        "node computes ~N× faster than one core here (N ≈ 32–64), so B Gbit/s between real "
+        "nodes ≈ B/N Gbit/s here: 100 Gbit/s InfiniBand ≈ 1.5–3 Gbit/s, 10–25 Gbit/s Ethernet "
+        "≈ 150–800 Mbit/s. 'unshaped' is the bare veth link (memory speed): the epoch without "
+        "a network cost.\n",
     ]
-    for nodes, result in report["analysis"].items():
-        out.append(_topology(int(nodes), result, report))
+    for nodes, topology in report["topologies"].items():
+        out.append(_topology(int(nodes), topology["analysis"]))
     return "\n".join(out)
 
 
-def _topology(nodes: int, result: dict, report: dict) -> str:
+def _topology(nodes: int, result: dict) -> str:
     cells = result["cells"]
     bws = sorted(cells, key=lambda bw: -(_nominal_bytes(bw) or float("inf")))
     shaped = [bw for bw in bws if bw != "unshaped"]
@@ -85,11 +83,12 @@ def _topology(nodes: int, result: dict, report: dict) -> str:
         detail = cells[bws[0]]["detail"].get(name, {})
         row.append(f"{detail['bytes'] / 1e6:.2f}" if "bytes" in detail else "–")
         match = [cells[bw]["detail"].get(name, {}).get("exact_match") for bw in bws]
-        row.append("–" if None in match else ("yes" if all(match) else "no"))
+        row.append("–" if None in match else ("yes" if all(match) else "**no**"))
         rows.append(row)
     parts.append(
         "**Epoch time (ms)** per link, and halo bytes per epoch (all ranks; measured by "
-        "`CommunicationMonitor`, = predicted from the partition):\n\n"
+        "`CommunicationMonitor`, = predicted from the partition; the cached modes are predicted "
+        "as their exact base, which they undercut, so '–'):\n\n"
         + _table(["variant", *bws, "MB / epoch", "measured = predicted"], rows)
     )
     share_row = ["exchange share of random's epoch"] + [
@@ -197,8 +196,8 @@ def _cached(result: dict, cells: dict, bw: str | None) -> str:
     for name, acc in accuracy.items():
         d = cell.get("detail", {}).get(name, {})
         avoided = 1 - d["bytes"] / exact["bytes"] if "bytes" in d and exact.get("bytes") else None
-        label = next((k for k in cell.get("ratios", {}) if name.split("/")[-1] in k), None)
-        ratio = cell["ratios"].get(label) if label and name != "p2p/hypergraph" else None
+        label = result.get("comparisons", {}).get(name)
+        ratio = cell["ratios"].get(label) if label else None
         rows.append(
             [
                 name,

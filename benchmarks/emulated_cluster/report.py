@@ -1,4 +1,5 @@
-"""Ratios, shares, targets and cost-model predictions from the workers' records; the markdown."""
+"""Ratios, shares, targets and cost-model predictions from the workers' records (stored in the
+report; :mod:`.render` reads only the report)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.harness import ratio
 from lightning_gnn_dist.costmodel import ComputeCosts, Network, predict_epoch
 from lightning_gnn_dist.partition.store import PartitionStore
 from lightning_gnn_dist.testing.cluster import parse_rate
@@ -47,71 +49,61 @@ def _fit_mean(record: dict, warmup: int) -> float:
 
 
 def _ratio(values: dict[int, float], base: dict[int, float]) -> dict[str, Any] | None:
+    """The harness's ratio of two variants' per-fit means (one sample per round)."""
     rounds = sorted(set(values) & set(base))
     if not rounds:
         return None
-    per_round = [values[r] / base[r] for r in rounds]
-    value = statistics.median(values.values()) / statistics.median(base.values())
-    return {"ratio": value, "per_round": per_round}
+    return ratio([[values[r]] for r in rounds], [[base[r]] for r in rounds]).as_dict()
 
 
-def analyse(report: dict) -> dict:
-    """Per topology and bandwidth: each variant's epoch, bytes and time split; the ratios; the
-    random partition's exchange share; the targets; predicted ÷ measured."""
-    warmup = report["config"]["warmup"]
-    out: dict[str, Any] = {}
-    for nodes, topology in report["topologies"].items():
-        records = topology["records"]
-        fits = [r for r in records if r["kind"] == "fit" and not r["accuracy"]]
-        costs_per_rank = next(r for r in records if r["kind"] == "calibration")["costs"]
-        costs = ComputeCosts(
-            **{k: statistics.median(c[k] for c in costs_per_rank) for k in costs_per_rank[0]}
-        )
-        probes = {_bw(r["bandwidth"]): r for r in records if r["kind"] == "probe"}
-        epoch: dict[str, dict[str, dict[int, float]]] = {}
-        cpu: dict[str, dict[str, dict[int, float]]] = {}
-        detail: dict[str, dict[str, dict]] = {}
-        for record in fits:
-            bw, name = _bw(record["bandwidth"]), record["variant"]
-            epoch.setdefault(bw, {}).setdefault(name, {})[record["round"]] = _fit_mean(
-                record, warmup
-            )
-            rows = detail.setdefault(bw, {}).setdefault(name, {"fits": []})["fits"]
-            rows.append(_fit_detail(record, warmup))
-            cpu.setdefault(bw, {}).setdefault(name, {})[record["round"]] = rows[-1]["cpu_max"]
-        bandwidths = list(epoch)
-        result: dict[str, Any] = {"bandwidths": bandwidths, "costs": vars(costs), "cells": {}}
-        for bw in bandwidths:
-            cell: dict[str, Any] = {"epoch": {}, "ratios": {}, "detail": {}}
-            for name, by_round in epoch[bw].items():
-                cell["epoch"][name] = statistics.median(by_round.values())
-                cell["detail"][name] = _merge(detail[bw][name]["fits"])
-            for label, variant, baseline in COMPARISONS:
-                if variant in epoch[bw] and baseline in epoch[bw]:
-                    cell["ratios"][label] = _ratio(epoch[bw][variant], epoch[bw][baseline])
-            free = epoch.get("unshaped", {}).get("p2p/random")
-            if free and "p2p/random" in epoch[bw]:
-                cell["random_exchange_share"] = 1 - statistics.median(
-                    free.values()
-                ) / statistics.median(epoch[bw]["p2p/random"].values())
-            _project(cell, bw, epoch, cpu)
-            probe = probes.get(bw)
-            if probe is not None and probe["levels"].get("inter_node"):
-                network = Network(
-                    probe["levels"]["inter_node"]["bandwidth_bytes_per_s"],
-                    probe["levels"]["inter_node"]["latency_s"],
-                )
-                cell["network"] = vars(network)
-                cell["predicted"] = _predict(topology, cell, network, costs, int(nodes), report)
-            result["cells"][bw] = cell
-        _anchor(result["cells"])
-        result["accuracy"] = {
-            r["variant"]: r["test_acc"] for r in records if r["kind"] == "fit" and r["accuracy"]
-        }
-        result["targets"] = _targets(result, "random_exchange_share", "ratios")
-        result["projected_targets"] = _targets(result, "projected_random_share", "projected_ratios")
-        out[nodes] = result
-    return out
+def analyse_topology(records: list[dict], plan: dict, warmup: int, nodes: int) -> dict:
+    """Per bandwidth: each variant's epoch, bytes and time split; the ratios; the random
+    partition's exchange share; projected epochs; the targets; predicted ÷ measured."""
+    fits = [r for r in records if r["kind"] == "fit" and not r["accuracy"]]
+    costs_per_rank = next(r for r in records if r["kind"] == "calibration")["costs"]
+    costs = ComputeCosts(
+        **{k: statistics.median(c[k] for c in costs_per_rank) for k in costs_per_rank[0]}
+    )
+    probes = {_bw(r["bandwidth"]): r for r in records if r["kind"] == "probe"}
+    epoch: dict[str, dict[str, dict[int, float]]] = {}
+    cpu: dict[str, dict[str, dict[int, float]]] = {}
+    detail: dict[str, dict[str, list[dict]]] = {}
+    for record in fits:
+        bw, name = _bw(record["bandwidth"]), record["variant"]
+        epoch.setdefault(bw, {}).setdefault(name, {})[record["round"]] = _fit_mean(record, warmup)
+        rows = detail.setdefault(bw, {}).setdefault(name, [])
+        rows.append(_fit_detail(record, warmup))
+        cpu.setdefault(bw, {}).setdefault(name, {})[record["round"]] = rows[-1]["cpu_max"]
+    result: dict[str, Any] = {"costs": vars(costs), "cells": {}}
+    for bw in epoch:
+        cell: dict[str, Any] = {"epoch": {}, "ratios": {}, "detail": {}}
+        for name, by_round in epoch[bw].items():
+            cell["epoch"][name] = statistics.median(by_round.values())
+            cell["detail"][name] = _merge(detail[bw][name])
+        for label, variant, baseline in COMPARISONS:
+            if variant in epoch[bw] and baseline in epoch[bw]:
+                cell["ratios"][label] = _ratio(epoch[bw][variant], epoch[bw][baseline])
+        free = epoch.get("unshaped", {}).get("p2p/random")
+        if free and "p2p/random" in epoch[bw]:
+            cell["random_exchange_share"] = 1 - statistics.median(
+                free.values()
+            ) / statistics.median(epoch[bw]["p2p/random"].values())
+        _project(cell, bw, epoch, cpu)
+        probe = probes.get(bw)
+        if probe is not None and probe["levels"].get("inter_node"):
+            level = probe["levels"]["inter_node"]
+            network = Network(level["bandwidth_bytes_per_s"], level["latency_s"])
+            cell["network"] = vars(network)
+            cell["predicted"] = _predict(plan, cell, network, costs, nodes)
+        result["cells"][bw] = cell
+    _anchor(result["cells"])
+    result["comparisons"] = {variant: label for label, variant, _ in COMPARISONS}
+    result["accuracy"] = {
+        r["variant"]: r["test_acc"] for r in records if r["kind"] == "fit" and r["accuracy"]
+    }
+    result["targets"] = _targets(result, "random_exchange_share", "ratios")
+    result["projected_targets"] = _targets(result, "projected_random_share", "projected_ratios")
+    return result
 
 
 def _fit_detail(record: dict, warmup: int) -> dict:
@@ -130,7 +122,9 @@ def _fit_detail(record: dict, warmup: int) -> dict:
     if "bytes" in record:
         d["bytes"] = float(np.mean(record["bytes"][warmup:]))
         d["predicted_bytes"] = float(np.mean(record["predicted_bytes"][warmup:]))
-        d["exact_match"] = record["bytes"] == record["predicted_bytes"]
+        # the cached modes' prediction is their exact base's: skipped rounds move less
+        exact = not record["variant"].startswith("cached")
+        d["exact_match"] = record["bytes"] == record["predicted_bytes"] if exact else None
         d["compute_max"] = float(np.mean([max(c) for c in record["compute_seconds"][warmup:]]))
         d["wait_max"] = float(np.mean([max(w) for w in record["wait_seconds"][warmup:]]))
     return d
@@ -141,7 +135,7 @@ def _merge(fits: list[dict]) -> dict:
     for key in fits[0]:
         values = [f[key] for f in fits]
         if key == "exact_match":
-            merged[key] = all(values)
+            merged[key] = None if None in values else all(values)
         elif key == "load":
             merged[key] = [min(v[0] for v in values), max(v[1] for v in values)]
         else:
@@ -149,13 +143,13 @@ def _merge(fits: list[dict]) -> dict:
     return merged
 
 
-def _predict(topology, cell, network, costs, nodes, report) -> dict[str, dict]:
-    dims = topology["plan"]["dims"]
+def _predict(plan, cell, network, costs, nodes) -> dict[str, dict]:
+    dims = plan["dims"]
     cores = 2 if nodes > 2 else None  # 4 nodes share the 2 cores: compute x P / cores
     predicted = {}
     for name in MODELLED & set(cell["epoch"]):
-        variant = topology["plan"]["variants"][name]
-        metrics = PartitionStore.open(topology["plan"]["stores"][variant["method"]]).metrics
+        variant = plan["variants"][name]
+        metrics = PartitionStore.open(plan["stores"][variant["method"]]).metrics
         estimate = predict_epoch(
             metrics, dims, costs, network, variant["strategy"]["exchange"], cores=cores
         )
@@ -227,8 +221,3 @@ def _targets(result: dict, share_key: str, ratios_key: str) -> dict:
                     {"target": label, "ratio": match["ratio"], "met": match["ratio"] <= limit}
                 )
     return {"bandwidth": chosen, "checks": checks}
-
-
-from benchmarks.emulated_cluster.render import render  # noqa: E402  (re-exported)
-
-__all__ = ["analyse", "render"]

@@ -21,6 +21,7 @@ import os
 os.environ.setdefault("LGD_PROGRESS", "0")
 
 import argparse
+import gc
 import importlib
 import json
 import logging
@@ -145,13 +146,18 @@ def fit(variant: dict, plan: dict, epochs: int, accuracy: bool) -> dict:
     if accuracy:
         metrics = trainer.test(model, datamodule=data, verbose=False)
         test_acc = float(metrics[0]["test_acc"])
-    mine = {"wall": recorder.wall, "cpu": recorder.cpu, "fetch": recorder.fetch}
+    del trainer, model, data  # nothing of this fit may stay alive into the next one
+    gc.collect()
+    with open("/proc/self/statm") as handle:
+        rss = int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    mine = {"wall": recorder.wall, "cpu": recorder.cpu, "fetch": recorder.fetch, "rss": rss}
     ranks: list[dict] = [{} for _ in range(world)]
     dist.all_gather_object(ranks, mine)
     summary = {
         "epoch_seconds": ranks[0]["wall"],
         "cpu_seconds": [r["cpu"] for r in ranks],
         "fetch_seconds": [r["fetch"] for r in ranks],
+        "rss_bytes": [r["rss"] for r in ranks],
         "test_acc": test_acc,
         "load_average": [load, _load_average()],
     }
