@@ -141,8 +141,16 @@ def _with_cluster_shape(command: list[str], nodes: int, nproc: int) -> tuple[lis
     return command + added, note
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: stop like Ctrl-C, exit with 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+    raise _Terminated(signum)
 
 
 def run_emulate_command(argv: Sequence[str]) -> int:
@@ -193,9 +201,9 @@ def run_emulate_command(argv: Sequence[str]) -> int:
         codes = run_nodes(cluster, commands, envs, grace_s=args.grace)
         links = cluster.link_bytes()
         code = max(codes)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         say("interrupted: nodes stopped")
-        code = 130
+        code = 128 + getattr(interruption, "signum", signal.SIGINT)
     finally:
         with _ignoring(signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             cluster.destroy()

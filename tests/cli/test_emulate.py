@@ -122,17 +122,20 @@ def test_lightning_cli_trains_across_emulated_nodes(tmp_path, nproc_per_node):
 
 @needs_namespaces
 def test_interrupted_launchers_leave_no_namespace(tmp_path):
-    """Ctrl-C (SIGINT) stops the nodes and removes the namespaces before the launcher exits;
-    after SIGKILL the reaper removes them, with the processes inside, a moment later."""
+    """Ctrl-C (SIGINT) and SIGTERM stop the nodes and remove the namespaces before the launcher
+    exits (exit codes 130, 143); after SIGKILL the reaper removes them, with the processes
+    inside, a moment later. The three launchers run side by side."""
     sleeping = ["--nodes=2", "--launcher=none", "--", "sleep", "120"]
     interrupted = _launch(sleeping, tmp_path)
+    terminated = _launch(sleeping, tmp_path)
     killed = _launch(sleeping, tmp_path)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (
-        len(_namespaces_of(interrupted.pid)) == 3 and len(_namespaces_of(killed.pid)) == 3
+    launchers = (interrupted, terminated, killed)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not all(
+        len(_namespaces_of(p.pid)) == 3 for p in launchers
     ):
         time.sleep(0.1)
-    assert len(_namespaces_of(interrupted.pid)) == 3 and len(_namespaces_of(killed.pid)) == 3
+    assert all(len(_namespaces_of(p.pid)) == 3 for p in launchers)
     sleepers = [
         int(pid)
         for name in _namespaces_of(killed.pid)
@@ -143,11 +146,13 @@ def test_interrupted_launchers_leave_no_namespace(tmp_path):
     assert sleepers  # the nodes' processes of the run about to be killed
     time.sleep(0.5)  # the nodes have started
     interrupted.send_signal(signal.SIGINT)
+    terminated.send_signal(signal.SIGTERM)
     killed.kill()
-    out, _ = interrupted.communicate(timeout=30)
-    assert interrupted.returncode == 130, out
-    assert "interrupted: nodes stopped" in out
-    assert _namespaces_of(interrupted.pid) == []  # gone before the launcher exited
+    for launcher, code in ((interrupted, 130), (terminated, 143)):
+        out, _ = launcher.communicate(timeout=30)
+        assert launcher.returncode == code, out
+        assert "interrupted: nodes stopped" in out
+        assert _namespaces_of(launcher.pid) == []  # gone before the launcher exited
     killed.communicate(timeout=10)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and (
