@@ -59,6 +59,8 @@ ACCURACY_VARIANTS = [
     "cached/epoch-adaptive-3",
     "cached/variation-gap-0.1",
 ]
+#: The graph whose fit gives the fixed seconds of a training step (its compute is negligible).
+TINY = "rmat?scale=8&edge_factor=4&features={features}&classes={classes}"
 MODEL = {"model": "gcn", "hidden_channels": 16, "num_layers": 2, "dropout": 0.5, "lr": 0.01}
 
 CONFIGS = {
@@ -89,16 +91,30 @@ def make_stores(dataset: str, parts: int, cache: Path, variants: list[str]) -> d
     return {m: str(build_store(data, dataset, cache, m, parts).path) for m in methods}
 
 
+#: Variants the cost model predicts: each fit of them is preceded by a calibration of the compute
+#: costs on every node, so that the prediction uses the costs of the same minute of a shared
+#: machine.
+MODELLED = ("p2p/hypergraph", "broadcast/hypergraph", "p2p/metis", "p2p/random")
+
+
 def make_plan(config: dict, rounds: int, variants: list[str], stores: dict[str, str]) -> dict:
-    """Blocks in run order: rounds alternate the order of bandwidths and of variants; the first
-    round probes each bandwidth; one accuracy block at the end (unshaped: accuracy does not
-    depend on the link)."""
-    blocks = []
+    """Blocks in run order, one fit each: first a probe of every link; then per round every
+    variant (forwards in even rounds, backwards in odd ones) at every link rate (alternating
+    direction from one variant to the next), so that a variant's fits at the different rates
+    are minutes apart at most and the variants compared at one rate are spread over the round
+    alike; at the end the accuracy fits (unshaped: accuracy does not depend on the link)."""
+    bandwidths = config["bandwidths"]
+    blocks: list[dict] = [
+        {"round": 0, "bandwidth": bw, "variants": [], "probe": True} for bw in bandwidths
+    ]
+    step = 0
     for r in range(rounds):
-        bandwidths = config["bandwidths"] if r % 2 == 0 else config["bandwidths"][::-1]
-        for i, bandwidth in enumerate(bandwidths):
-            order = variants if (r + i) % 2 == 0 else variants[::-1]
-            blocks.append({"round": r, "bandwidth": bandwidth, "variants": order, "probe": r == 0})
+        for name in variants if r % 2 == 0 else variants[::-1]:
+            for bw in bandwidths if step % 2 == 0 else bandwidths[::-1]:
+                blocks.append(
+                    {"round": r, "bandwidth": bw, "variants": [name], "calibrate": name in MODELLED}
+                )
+            step += 1
     accuracy = [name for name in ACCURACY_VARIANTS if name in variants]
     if accuracy:
         blocks.append({"round": 0, "bandwidth": None, "variants": accuracy, "accuracy": True})
@@ -106,6 +122,7 @@ def make_plan(config: dict, rounds: int, variants: list[str], stores: dict[str, 
     dims.append(int(_spec_value(config["dataset"], "classes")))
     return {
         "dataset": config["dataset"],
+        "tiny_dataset": tiny_dataset(config),
         "stores": stores,
         "variants": {name: VARIANTS[name] for name in variants},
         "model": MODEL,
@@ -114,6 +131,11 @@ def make_plan(config: dict, rounds: int, variants: list[str], stores: dict[str, 
         "accuracy_epochs": config["accuracy_epochs"],
         "blocks": blocks,
     }
+
+
+def tiny_dataset(config: dict) -> str:
+    features, classes = (_spec_value(config["dataset"], k) for k in ("features", "classes"))
+    return TINY.format(features=features, classes=classes)
 
 
 def _spec_value(spec: str, key: str) -> str:
@@ -192,6 +214,10 @@ def run(r: Run) -> None:
                 log(f"partitioning {config['dataset']} into {nodes} parts")
                 stores = make_stores(config["dataset"], nodes, r.cache_dir, variants)
                 plan = make_plan(config, r.repeats, variants, stores)
+                tiny = plan["tiny_dataset"]
+                plan["tiny_store"] = str(
+                    build_store(load_dataset(tiny), tiny, r.cache_dir, "random", nodes).path
+                )
                 records, links = run_topology(nodes, plan, work, log)
                 topologies[str(nodes)] = {
                     "plan": plan,

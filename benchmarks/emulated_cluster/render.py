@@ -91,18 +91,25 @@ def _topology(nodes: int, result: dict) -> str:
         "as their exact base, which they undercut, so '–'):\n\n"
         + _table(["variant", *bws, "MB / epoch", "measured = predicted"], rows)
     )
-    share_row = ["exchange share of random's epoch"] + [
-        f"{cells[bw]['random_exchange_share'] * 100:.0f} %"
-        if "random_exchange_share" in cells[bw]
-        else "–"
-        for bw in shaped
+
+    def share(key: str) -> list[str]:
+        return [f"{cells[bw][key] * 100:.0f} %" if key in cells[bw] else "–" for bw in shaped]
+
+    rows = [
+        ["random: transfer time ÷ epoch", *share("random_transfer_share")],
+        ["random: exchange wait ÷ epoch", *share("random_wait_share")],
+        ["random: 1 − unshaped epoch ÷ epoch", *share("random_exchange_share")],
     ]
-    rows = [share_row]
     labels = list(next(iter(cells.values()))["ratios"])
     for label in labels:
         rows.append([label] + [_ratio_cell(cells[bw]["ratios"].get(label)) for bw in shaped])
     parts.append(
-        "**Epoch-time ratios** (share = 1 − random's unshaped epoch ÷ its epoch on the link):\n\n"
+        "**Epoch-time ratios.** The first rows give the exchange's share of the random "
+        "partition's epoch on each link, three ways: the transfer time of its exact bytes at "
+        "the probed bandwidth (the cost model's communication term) ÷ its measured epoch (the "
+        "share the targets use); the slowest rank's measured exchange wait ÷ the epoch (which "
+        "also counts waiting for a peer that a busy core holds up); 1 − its unshaped epoch ÷ "
+        "its epoch on the link (fits minutes apart, so the machine's load moves it):\n\n"
         + _table(["", *shaped], rows)
     )
     targets = result["targets"]
@@ -147,7 +154,7 @@ def _targets_table(targets: dict, what: str) -> str:
     ]
     return (
         f"**Targets, {what}**, at {targets['bandwidth']} (the fastest link where the exchange "
-        "is ≥ 30 % of random's epoch, or the link where it is largest):\n\n"
+        "takes ≥ 30 % of random's epoch, or the link where it takes most):\n\n"
         + _table(["target", "ratio", "met"], rows)
     )
 
@@ -241,7 +248,8 @@ def _cost_model(cells: dict, shaped: list[str], bws: list[str]) -> str:
             if p is None:
                 row.append("–")
                 continue
-            cell = f"{p['seconds'] * 1e3:.0f} / {cells[bw]['epoch'][name] * 1e3:.0f} = {p['ratio']:.2f}"
+            ratio = ratio_cell(p["ratio"], p["per_round"])
+            cell = f"{p['seconds'] * 1e3:.0f} / {cells[bw]['epoch'][name] * 1e3:.0f} = {ratio}"
             if "anchored_ratio" in p:
                 cell += f" ({p['anchored_ratio']:.2f})"
             row.append(cell)
@@ -266,7 +274,9 @@ def _cost_model(cells: dict, shaped: list[str], bws: list[str]) -> str:
             f"{max(anchored):.2f}."
         )
     return (
-        "**Cost model** (`costmodel.predict_epoch`: the partition's metrics, compute calibrated "
-        "on each node's core at the start of the run, the probed network of each link; "
-        "predicted ms / measured ms = ratio). " + summary + "\n\n" + _table(["variant", *bws], rows)
+        "**Cost model** (`costmodel.predict_epoch`: the partition's metrics, the compute costs "
+        "calibrated on every node's core just before each fit (`costmodel.calibrate`; so they "
+        "include what the shared machine's load did to the compute that minute), the probed "
+        "network of each link; predicted ms / measured ms = ratio, in parentheses its range "
+        "over rounds). " + summary + "\n\n" + _table(["variant", *bws], rows)
     )

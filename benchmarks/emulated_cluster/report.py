@@ -60,13 +60,11 @@ def analyse_topology(records: list[dict], plan: dict, warmup: int, nodes: int) -
     """Per bandwidth: each variant's epoch, bytes and time split; the ratios; the random
     partition's exchange share; projected epochs; the targets; predicted ÷ measured."""
     fits = [r for r in records if r["kind"] == "fit" and not r["accuracy"]]
-    costs_per_rank = next(r for r in records if r["kind"] == "calibration")["costs"]
-    costs = ComputeCosts(
-        **{k: statistics.median(c[k] for c in costs_per_rank) for k in costs_per_rank[0]}
-    )
+    costs = _costs(next(r for r in records if r["kind"] == "calibration")["costs"])
     probes = {_bw(r["bandwidth"]): r for r in records if r["kind"] == "probe"}
     epoch: dict[str, dict[str, dict[int, float]]] = {}
     cpu: dict[str, dict[str, dict[int, float]]] = {}
+    fit_costs: dict[str, dict[str, dict[int, ComputeCosts]]] = {}
     detail: dict[str, dict[str, list[dict]]] = {}
     for record in fits:
         bw, name = _bw(record["bandwidth"]), record["variant"]
@@ -74,6 +72,9 @@ def analyse_topology(records: list[dict], plan: dict, warmup: int, nodes: int) -
         rows = detail.setdefault(bw, {}).setdefault(name, [])
         rows.append(_fit_detail(record, warmup))
         cpu.setdefault(bw, {}).setdefault(name, {})[record["round"]] = rows[-1]["cpu_max"]
+        if record.get("costs"):
+            by_round = fit_costs.setdefault(bw, {}).setdefault(name, {})
+            by_round[record["round"]] = _costs(record["costs"])
     result: dict[str, Any] = {"costs": vars(costs), "cells": {}}
     for bw in epoch:
         cell: dict[str, Any] = {"epoch": {}, "ratios": {}, "detail": {}}
@@ -83,6 +84,9 @@ def analyse_topology(records: list[dict], plan: dict, warmup: int, nodes: int) -
         for label, variant, baseline in COMPARISONS:
             if variant in epoch[bw] and baseline in epoch[bw]:
                 cell["ratios"][label] = _ratio(epoch[bw][variant], epoch[bw][baseline])
+        random = cell["detail"].get("p2p/random", {})
+        if "wait_share" in random:
+            cell["random_wait_share"] = random["wait_share"]
         free = epoch.get("unshaped", {}).get("p2p/random")
         if free and "p2p/random" in epoch[bw]:
             cell["random_exchange_share"] = 1 - statistics.median(
@@ -94,14 +98,19 @@ def analyse_topology(records: list[dict], plan: dict, warmup: int, nodes: int) -
             level = probe["levels"]["inter_node"]
             network = Network(level["bandwidth_bytes_per_s"], level["latency_s"])
             cell["network"] = vars(network)
-            cell["predicted"] = _predict(plan, cell, network, costs, nodes)
+            cell["predicted"] = _predict(plan, epoch[bw], fit_costs.get(bw, {}), network, nodes)
+            random_prediction = cell["predicted"].get("p2p/random")
+            if random_prediction is not None:  # transfer time of its exact bytes on the link
+                cell["random_transfer_share"] = (
+                    random_prediction["comm"] / cell["epoch"]["p2p/random"]
+                )
         result["cells"][bw] = cell
     _anchor(result["cells"])
     result["comparisons"] = {variant: label for label, variant, _ in COMPARISONS}
     result["accuracy"] = {
         r["variant"]: r["test_acc"] for r in records if r["kind"] == "fit" and r["accuracy"]
     }
-    result["targets"] = _targets(result, "random_exchange_share", "ratios")
+    result["targets"] = _targets(result, "random_transfer_share", "ratios")
     result["projected_targets"] = _targets(result, "projected_random_share", "projected_ratios")
     return result
 
@@ -127,6 +136,7 @@ def _fit_detail(record: dict, warmup: int) -> dict:
         d["exact_match"] = record["bytes"] == record["predicted_bytes"] if exact else None
         d["compute_max"] = float(np.mean([max(c) for c in record["compute_seconds"][warmup:]]))
         d["wait_max"] = float(np.mean([max(w) for w in record["wait_seconds"][warmup:]]))
+        d["wait_share"] = d["wait_max"] / float(np.mean(record["epoch_seconds"][warmup:]))
     return d
 
 
@@ -143,21 +153,37 @@ def _merge(fits: list[dict]) -> dict:
     return merged
 
 
-def _predict(plan, cell, network, costs, nodes) -> dict[str, dict]:
+def _costs(per_rank: list[dict]) -> ComputeCosts:
+    """The median over ranks of each calibrated cost."""
+    return ComputeCosts(**{k: statistics.median(c[k] for c in per_rank) for k in per_rank[0]})
+
+
+def _predict(plan, epoch: dict, costs: dict, network: Network, nodes: int) -> dict[str, dict]:
+    """Per modelled variant: each fit predicted with the compute costs calibrated just before
+    it and the probed network of the link; predicted ÷ measured per round."""
     dims = plan["dims"]
     cores = 2 if nodes > 2 else None  # 4 nodes share the 2 cores: compute x P / cores
     predicted = {}
-    for name in MODELLED & set(cell["epoch"]):
+    for name in MODELLED & set(costs) & set(epoch):
         variant = plan["variants"][name]
         metrics = PartitionStore.open(plan["stores"][variant["method"]]).metrics
-        estimate = predict_epoch(
-            metrics, dims, costs, network, variant["strategy"]["exchange"], cores=cores
-        )
+        estimates = {
+            r: predict_epoch(
+                metrics, dims, c, network, variant["strategy"]["exchange"], cores=cores
+            )
+            for r, c in costs[name].items()
+            if r in epoch[name]
+        }
+        seconds = {r: e.epoch_seconds for r, e in estimates.items()}
+        if not seconds:
+            continue
         predicted[name] = {
-            "seconds": estimate.epoch_seconds,
-            "compute": float(estimate.compute_seconds.max()),
-            "comm": float(estimate.comm_seconds.max()),
-            "ratio": estimate.epoch_seconds / cell["epoch"][name],
+            "seconds": statistics.median(seconds.values()),
+            "compute": statistics.median(
+                float(e.compute_seconds.max()) for e in estimates.values()
+            ),
+            "comm": statistics.median(float(e.comm_seconds.max()) for e in estimates.values()),
+            **_ratio(seconds, epoch[name]),
         }
     return predicted
 
@@ -200,8 +226,9 @@ def _anchor(cells: dict) -> None:
 
 
 def _targets(result: dict, share_key: str, ratios_key: str) -> dict:
-    """The bandwidth where the exchange is ≥ 30 % of random's epoch (the fastest such link),
-    and each target there (measured, or projected: see :func:`_project`)."""
+    """The bandwidth where the exchange is ≥ 30 % of random's epoch (the fastest such link; the
+    share is the transfer time of the random partition's exact bytes on the probed link ÷ its
+    measured epoch, or projected: see :func:`_project`), and each target there."""
     shaped = [
         (bw, c[share_key])
         for bw, c in result["cells"].items()

@@ -3,10 +3,12 @@
     python -m lightning_gnn_dist emulate --nodes 2 --cpus-per-node 1 -- \\
         benchmarks/emulated_cluster/worker.py --plan PLAN.json --out RESULTS.jsonl
 
-Runs the plan's blocks in order. A block sets every node's link to its bandwidth (each node's
-first rank shapes its own link: ``testing.cluster.shape_own_link``), optionally probes the
-network (``costmodel.probe``), then fits each of its variants with the Lightning Trainer in this
-process (the process group is made once and reused by every fit). Rank 0 appends one JSON line
+Runs the plan's blocks in order. A block sets every node's link to its bandwidth when it
+changes (each node's first rank shapes its own link: ``testing.cluster.shape_own_link``),
+optionally probes the network (``costmodel.probe``) or measures the compute costs
+(:func:`measure_costs`: ``costmodel.calibrate`` on every rank, and the fixed seconds of a step),
+then fits each of its variants with the Lightning
+Trainer in this process (the process group is made once and reused by every fit). Rank 0 appends one JSON line
 per fit to ``--out``: epoch wall times, every rank's CPU seconds per epoch, the halo bytes per
 epoch (measured and predicted), every rank's compute and exchange-wait seconds
 (``CommunicationMonitor``), the neighbour loader's remote-exchange seconds, test accuracy for
@@ -25,6 +27,7 @@ import gc
 import importlib
 import json
 import logging
+import statistics
 import sys
 import time
 import warnings
@@ -39,10 +42,11 @@ import torch
 import torch.distributed as dist
 
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
-from lightning_gnn_dist.costmodel import calibrate
+from lightning_gnn_dist.costmodel import ComputeCosts, calibrate, predict_epoch
 from lightning_gnn_dist.costmodel.probe import probe_network
 from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
 from lightning_gnn_dist.loaders.graph_store import PartitionedGraphStore
+from lightning_gnn_dist.partition.store import PartitionStore
 from lightning_gnn_dist.testing.cluster import shape_own_link
 
 
@@ -176,6 +180,24 @@ def fit(variant: dict, plan: dict, epochs: int, accuracy: bool) -> dict:
     return summary
 
 
+def measure_costs(plan: dict) -> list[dict]:
+    """Every rank's compute costs (``costmodel.calibrate`` on its own core(s)), with the fixed
+    seconds of a training step: a fit of the same model on a tiny graph (its compute negligible)
+    minus its predicted compute, the same on every rank. Collective."""
+    costs = calibrate(plan["dims"])
+    per_rank: list = [None] * dist.get_world_size()
+    dist.all_gather_object(per_rank, vars(costs))
+    tiny_plan = {**plan, "dataset": plan["tiny_dataset"], "stores": {"random": plan["tiny_store"]}}
+    tiny = fit({"method": "random", "strategy": {"exchange": "p2p"}}, tiny_plan, 4, False)
+    median = ComputeCosts(
+        **{k: statistics.median(c[k] for c in per_rank) for k in per_rank[0] if k != "step_seconds"}
+    )
+    metrics = PartitionStore.open(plan["tiny_store"]).metrics
+    compute = predict_epoch(metrics, plan["dims"], median, "loopback").compute_seconds.max()
+    step = max(0.0, statistics.median(tiny["epoch_seconds"][1:]) - float(compute))
+    return [{**c, "step_seconds": step} for c in per_rank]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", type=Path, required=True)
@@ -193,14 +215,15 @@ def main(argv: list[str] | None = None) -> int:
             with args.out.open("a") as handle:
                 handle.write(json.dumps(record) + "\n")
 
-    costs = calibrate(plan["dims"])  # every rank on its own core(s): the per-core speed
-    gathered: list = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, vars(costs))
-    emit({"kind": "calibration", "costs": gathered})
+    emit({"kind": "calibration", "costs": measure_costs(plan)})
+    link = "unset"
     for block in plan["blocks"]:
-        if local_rank == 0:
-            shape_own_link(block["bandwidth"])
+        if block["bandwidth"] != link:
+            if local_rank == 0:
+                shape_own_link(block["bandwidth"])
+            link = block["bandwidth"]
         dist.barrier()
+        costs_now = measure_costs(plan) if block.get("calibrate") else None
         if block.get("probe"):
             probe = probe_network(node, max_seconds=plan.get("probe_seconds", 0.2))
             emit({"kind": "probe", "bandwidth": block["bandwidth"], **probe.to_dict()})
@@ -216,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                     "bandwidth": block["bandwidth"],
                     "variant": name,
                     "accuracy": accuracy,
+                    "costs": costs_now,
                     **result,
                 }
             )
