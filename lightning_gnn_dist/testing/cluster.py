@@ -554,8 +554,8 @@ def run_nodes(
     log: Callable[[str], None] | None = None,
 ) -> list[int]:
     """Run ``commands[i]`` inside node ``i`` (prefix it with :meth:`EmulatedCluster.exec_prefix`
-    yourself); stream each node's stdout and stderr to ``out`` line by line, prefixed with
-    ``[node i] ``; return every node's exit code (``128 + N`` for signal ``N``).
+    yourself); stream each node's stdout and stderr to ``out`` line by line, each line prefixed
+    with ``[node i]`` and a space; return every node's exit code (``128 + N`` for signal ``N``).
 
     When a node fails (non-zero exit) the others get ``grace_s`` seconds to end by themselves
     (they usually fail fast when a peer is gone), then ``SIGTERM`` and 5 s later ``SIGKILL``. On
