@@ -568,7 +568,7 @@ def run_nodes(
         env: one environment per node (default: :meth:`EmulatedCluster.node_environment`).
         out: where the prefixed lines go. (default: ``sys.stdout``)
         grace_s: seconds the other nodes get after one failed.
-        log: where the runner's own messages go. (default: ``out``, prefixed ``[emulate] ``)
+        log: where the runner's own messages go. (default: ``out``, each line prefixed ``[emulate]``)
     """
     if len(commands) != cluster.nodes:
         raise ValueError(f"{len(commands)} commands for {cluster.nodes} nodes: give one per node")
