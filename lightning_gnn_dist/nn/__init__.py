@@ -8,6 +8,7 @@ Importing the package registers every graph context in
 from lightning_gnn_dist.nn.context import GraphContext, current_graph_context, use_graph_context
 from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistSAGEConv
 from lightning_gnn_dist.nn.distribute import distribute
+from lightning_gnn_dist.nn.fused import use_sparse_aggregation
 from lightning_gnn_dist.nn.models import GAT, GCN, GraphSAGE, build_model
 from lightning_gnn_dist.nn.norm import DistBatchNorm
 from lightning_gnn_dist.nn.vertex_cut import VertexCutContext
@@ -26,4 +27,5 @@ __all__ = [
     "current_graph_context",
     "distribute",
     "use_graph_context",
+    "use_sparse_aggregation",
 ]
