@@ -23,5 +23,6 @@ NAMES = (
     "mini_batch",
     "codec",
     "codec_cluster",
+    "emulated_cluster",
     "peer_dgl",
 )

@@ -78,6 +78,7 @@ copybutton_prompt_is_regexp = True
 API_PACKAGES = [
     ("lightning_gnn_dist", "Top level: strategy, datamodule, callbacks, reference module"),
     ("lightning_gnn_dist.cli", "Command line"),
+    ("lightning_gnn_dist.testing", "The emulated cluster"),
     ("lightning_gnn_dist.lightning", "Lightning integration"),
     ("lightning_gnn_dist.plots", "Plots"),
     ("lightning_gnn_dist.nn", "Distributed layers and models"),
@@ -113,6 +114,7 @@ API_MODULES = {
     ],
     "lightning_gnn_dist.data": ["local", "vertex_cut", "sampler", "subgraph_sampler", "limits"],
     "lightning_gnn_dist.utils": ["progress", "tempdirs"],
+    "lightning_gnn_dist.costmodel": ["network", "probe"],
 }
 
 
@@ -178,7 +180,9 @@ def _benchmark_pages() -> None:
 
 
 def _cli_help() -> None:
-    """The ``--help`` text of each ``partition`` command, for ``cli.md`` to include."""
+    """The ``--help`` text of each ``partition`` command, of ``emulate`` and of ``probe``, for
+    ``cli.md`` to include."""
+    from lightning_gnn_dist.cli import emulate, probe
     from lightning_gnn_dist.cli.partition import _partition_parser
 
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal; make the page stable
@@ -186,6 +190,8 @@ def _cli_help() -> None:
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     for name, sub in commands.choices.items():
         _write_if_changed(DOCS / "_generated" / f"cli-{name}.txt", sub.format_help())
+    for name, module in (("emulate", emulate), ("probe", probe)):
+        _write_if_changed(DOCS / "_generated" / f"cli-{name}.txt", module._parser().format_help())
 
 
 def _drop_builtin_docstrings(app, what, name, obj, options, lines) -> None:

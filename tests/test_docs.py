@@ -208,6 +208,11 @@ SKIP: dict[str, str] = {
     "subgraph-cli": "the `subgraph` snippet runs the same mode; tests/test_examples.py parses the "
     "config and tests/lightning/test_subgraph_*.py train it",
     "multi-node": "needs two machines (torchrun rendezvous on HOST, SLURM's srun)",
+    "emulate": "needs root; tests/cli/test_emulate.py runs the same command (2 nodes x 1 rank, "
+    "--trainer.num_nodes 2) where namespaces can be made",
+    "probe": "needs two machines (torchrun rendezvous on HOST); tests/costmodel/test_probe.py "
+    "probes two 'nodes' of a gloo group on one machine",
+    "probe-network": "needs a probe's JSON (net.json); tests/costmodel/test_network.py reads one",
     "torchrun-one-machine": "tests/lightning/test_launchers.py runs a two-process torchrun launch "
     "(with its agent's log folder kept out of TMPDIR)",
     "make-docs": "test_docs_build runs the same Sphinx command",

@@ -19,7 +19,13 @@ def _partition_parser() -> argparse.ArgumentParser:
     from lightning_gnn_dist.partition import PARTITIONERS
     from lightning_gnn_dist.partition.compare import DEFAULT_METHODS
 
-    parser = OneLineErrorParser(prog="python -m lightning_gnn_dist", description=__doc__)
+    parser = OneLineErrorParser(
+        prog="python -m lightning_gnn_dist",
+        description=__doc__,
+        epilog="other commands: fit, validate, test, predict (the LightningCLI: --help after "
+        "the command); emulate (run a multi-node command on an emulated cluster on this "
+        "machine); probe (measure the network between the ranks)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     common = OneLineErrorParser(add_help=False)
     common.add_argument(

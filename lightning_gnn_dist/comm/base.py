@@ -272,7 +272,7 @@ class _StartExchange(Function):
 
     @staticmethod
     def backward(ctx, _grad_token: Tensor):
-        pending = ctx.pending
+        pending, ctx.pending = ctx.pending, None
         grad_owned = pending.exchange._timed_wait(pending.backward, pending.layer, "backward")
         pending.backward = None
         return grad_owned, None
@@ -288,7 +288,7 @@ class _FinishExchange(Function):
 
     @staticmethod
     def backward(ctx, grad_halo: Tensor):
-        pending = ctx.pending
+        pending, ctx.pending = ctx.pending, None
         pending.backward = pending.exchange._post_backward(grad_halo.contiguous(), pending.layer)
         return grad_halo.new_empty(0), None
 

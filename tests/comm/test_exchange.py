@@ -88,6 +88,29 @@ def test_exchange_values_gradients_and_bytes(mode, world_size):
             assert total == (world_size - 1) * data.num_nodes
 
 
+def _collected_after_backward(rank, world_size, mode):
+    import gc
+    import weakref
+
+    _, _, parts = _setup(1, world_size)
+    exchange = make_exchange(mode, parts[rank])
+    x = parts[rank].x.clone().requires_grad_()
+    halo = exchange.start(x, "layer0").wait()
+    halo.sum().backward()
+    alive = weakref.ref(exchange)
+    del exchange, halo, x, parts
+    gc.collect()
+    return alive() is None
+
+
+@pytest.mark.parametrize("mode", ["p2p", "broadcast"])
+def test_an_exchange_is_freed_after_its_backward(mode):
+    """No reference cycle through the autograd graph keeps an exchange (and its partition)
+    alive after the step: a process that fits many times (sweeps, notebooks, benchmarks) used
+    to keep every fit's exchange and partition."""
+    assert run_ranks(_collected_after_backward, 2, mode) == [True, True]
+
+
 def test_a_finished_exchange_leaves_no_reference_cycle():
     """Freed by reference counting as soon as the step's tensors go: a cycle pending → token →
     autograd node → pending kept every layer's graph until the cycle collector ran (RSS grew by
