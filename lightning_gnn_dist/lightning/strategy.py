@@ -22,6 +22,7 @@ from torch_geometric.data import Data
 from lightning_gnn_dist.comm.base import HaloExchange, make_exchange, resolve_exchange_mode
 from lightning_gnn_dist.comm.cached import check_cache_options
 from lightning_gnn_dist.comm.counters import CommCounter
+from lightning_gnn_dist.comm.rdm import check_order_option
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral
 from lightning_gnn_dist.lightning.launcher import GNNSubprocessLauncher
@@ -75,10 +76,10 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     world size.
 
     Args:
-        exchange (str): exchange mode: ``"p2p"``, ``"broadcast"`` or ``"cached"`` (SANCUS;
-            configured by the ``cache_*``/``staleness*`` options) on a vertex partition;
-            ``"cd-0"``, ``"cd-<r>"`` or ``"0c"`` on a vertex cut (``method="vertex-cut"``).
-            (default: ``"p2p"``)
+        exchange (str): exchange mode: ``"p2p"``, ``"broadcast"``, ``"cached"`` (SANCUS;
+            configured by the ``cache_*``/``staleness*`` options) or ``"rdm"`` (paper 003;
+            ``rdm_order``, ``replication``) on a vertex partition; ``"cd-0"``, ``"cd-<r>"`` or
+            ``"0c"`` on a vertex cut (``method="vertex-cut"``). (default: ``"p2p"``)
         loss_reduction (str): ``"mean"`` or ``"sum"``, see above. (default: ``"mean"``)
         timeout (float or timedelta): seconds a collective may wait before every rank fails with
             an error instead of hanging. (default: ``1800``)
@@ -90,6 +91,13 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             ``cached`` exchange, see :class:`~lightning_gnn_dist.comm.cached.CachedExchange`
             (defaults ``"p2p"``, ``"epoch-fixed"``, ``1.0``, ``"drop"``, ``None``); ignored by
             the other modes.
+        rdm_order (str): ``exchange="rdm"``'s SpMM/GEMM order: ``"auto"`` (time each Pareto
+            order for a few steps, keep the fastest), ``"model"`` (the cost model's pick) or an
+            order string such as ``"dsds"``; see :mod:`lightning_gnn_dist.comm.rdm`.
+            (default: ``"auto"``)
+        replication (int, optional): ``exchange="rdm"``: ranks per row panel of ``Â`` (a
+            divisor of the world size; ``None`` = every rank holds all of ``Â``). (default:
+            ``None``)
         **kwargs: passed to :class:`DDPStrategy` (``process_group_backend``, ``cluster_environment``,
             ...). gloo is used on CPU, NCCL on GPU.
     """
@@ -106,6 +114,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         staleness_bound: float = 1.0,
         cache_backward: Literal["fresh", "drop"] = "drop",
         grad_clip: float | None = None,
+        rdm_order: str = "auto",
+        replication: int | None = None,
         **kwargs: Any,
     ) -> None:
         resolve_exchange_mode(exchange)  # raises ValueError listing the known modes
@@ -125,6 +135,13 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 "cache_backward": cache_backward,
                 "grad_clip": grad_clip,
             }
+        if exchange == "rdm":
+            check_order_option(rdm_order)
+            if replication is not None and (not isinstance(replication, int) or replication < 1):
+                raise ValueError(
+                    f"replication must be a positive number of ranks per panel (got {replication!r})"
+                )
+            self.exchange_options = {"order": rdm_order, "replication": replication}
         self.loss_reduction = loss_reduction
         self.comm_counters = {stage: CommCounter() for stage in STAGES}
         self.graph_context: GraphContext | None = None
@@ -177,7 +194,13 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 f"the graph is partitioned into {partition.num_parts} parts but {self.world_size} processes run; "
                 "set num_parts to the world size (devices x num_nodes) or change devices"
             )
-        if getattr(datamodule, "loader", "full") == "neighbor":
+        loader = getattr(datamodule, "loader", "full")
+        if self.exchange_mode == "rdm" and loader != "full":
+            raise ValueError(
+                f"exchange='rdm' trains full-batch (loader='full'); loader={loader!r} needs a "
+                "halo exchange such as exchange='p2p'"
+            )
+        if loader == "neighbor":
             # Sampling and feature fetch happen in the loader; the model sees a local batch.
             # Its layers are still made distributed: outside a graph context they are the PyG
             # layers, inside one (eval_loader="full") they exchange halo rows.
@@ -187,13 +210,13 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             distribute(self.lightning_module)
             super().setup(trainer)
             return
+        distribute(self.lightning_module)
         self.graph_context = self._make_context(partition, self.comm_counters["train"])
         self._restore_rank_state(trainer, self.graph_context.exchange)
         if self.loss_reduction == "mean" and partition.train_mask is not None:
             local = int(partition.train_mask.sum())
             self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
         self._full_loss_weight = self._loss_weight
-        distribute(self.lightning_module)
         # distribute() already synchronised every BatchNorm (on CPU too); torch's SyncBatchNorm,
         # which Trainer(sync_batchnorm=True) would swap in, needs a GPU and would undo that.
         self._layer_sync = None
@@ -313,7 +336,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         plan) with this strategy's exchange mode and options, on the compute device."""
         partition = _to_device(partition, self.root_device)
         exchange = make_exchange(self.exchange_mode, partition, counter, **self.exchange_options)
-        return make_graph_context(partition, exchange)
+        context = make_graph_context(partition, exchange)
+        context.prepare(self.lightning_module)  # rdm binds the model's layers here
+        return context
 
     def training_step(self, *args: Any, **kwargs: Any):
         batch = args[0] if args else kwargs.get("batch")

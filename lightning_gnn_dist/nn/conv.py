@@ -1,17 +1,18 @@
-"""Distributed GCN, GraphSAGE and GAT convolutions.
+"""Distributed GCN, GraphSAGE, GraphConv and GAT convolutions.
 
 Each is a subclass of the PyG layer with the same parameters and state dict. Outside a graph
 context it *is* the PyG layer; inside one (see :mod:`lightning_gnn_dist.nn.context`) ``x`` holds
 the owned rows ``[num_owned, d]``, ``edge_index`` the local graph (sources ``[owned | halo]``),
 and the layer fetches the halo rows through the context's exchange. The output has the owned
-rows only.
+rows only. A context that computes whole layers (``exchange="rdm"``) answers
+:meth:`~lightning_gnn_dist.nn.context.GraphContext.layer_output` instead.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch_geometric.nn import GATConv, GCNConv, SAGEConv
+from torch_geometric.nn import GATConv, GCNConv, GraphConv, SAGEConv
 
 from lightning_gnn_dist.nn.context import aggregate, current_graph_context
 
@@ -53,6 +54,9 @@ class DistGCNConv(_Distributed, GCNConv):
                 f"GCNConv ({self._name()}): edge_weight is not supported in distributed mode (the "
                 "global normalisation comes from the partition's degrees); call it without one"
             )
+        out = ctx.layer_output(self, x)
+        if out is not None:
+            return out
         owned_edges, halo_edges, (owned_w, halo_w) = ctx.gcn_graph(
             self.add_self_loops, self.improved, self.normalize
         )
@@ -79,9 +83,29 @@ class DistSAGEConv(_Distributed, SAGEConv):
         ctx = current_graph_context()
         if ctx is None or not isinstance(x, Tensor):
             return super().forward(x, edge_index, size)
+        out = ctx.layer_output(self, x)
+        if out is not None:
+            return out
         halo = ctx.exchange(x, self._name())
         x_all = torch.cat([x, halo])
         return super().forward((x_all, x), edge_index, (x_all.size(0), x.size(0)))
+
+
+class DistGraphConv(_Distributed, GraphConv):
+    """:class:`torch_geometric.nn.GraphConv` on the local graph; neighbours' rows come from the
+    halo exchange (the sum or mean over in-neighbours is exact: a rank holds every in-edge of its
+    vertices)."""
+
+    def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None, size=None):
+        ctx = current_graph_context()
+        if ctx is None or not isinstance(x, Tensor):
+            return super().forward(x, edge_index, edge_weight, size)
+        out = None if edge_weight is not None else ctx.layer_output(self, x)
+        if out is not None:
+            return out
+        halo = ctx.exchange(x, self._name())
+        x_all = torch.cat([x, halo])
+        return super().forward((x_all, x), edge_index, edge_weight, (x_all.size(0), x.size(0)))
 
 
 class DistGATConv(_Distributed, GATConv):
@@ -103,8 +127,16 @@ class DistGATConv(_Distributed, GATConv):
             raise NotImplementedError(
                 "return_attention_weights is not supported in distributed mode"
             )
+        out = ctx.layer_output(self, x)
+        if out is not None:
+            return out
         halo = ctx.exchange(x, self._name())
         return super().forward(torch.cat([x, halo]), edge_index, edge_attr)[: x.size(0)]
 
 
-DISTRIBUTED_LAYERS = {GCNConv: DistGCNConv, SAGEConv: DistSAGEConv, GATConv: DistGATConv}
+DISTRIBUTED_LAYERS = {
+    GCNConv: DistGCNConv,
+    SAGEConv: DistSAGEConv,
+    GATConv: DistGATConv,
+    GraphConv: DistGraphConv,
+}
