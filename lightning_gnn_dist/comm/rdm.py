@@ -27,6 +27,7 @@ kept in :meth:`RDMExchange.order_report`.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from typing import ClassVar
@@ -356,8 +357,8 @@ class RDMExchange(HaloExchange):
         """Set-up exchange: ``rows[targets[q]]`` to every rank ``q``; returns the rows received,
         in rank order (this rank's own selection included). Counted in :attr:`setup_counter`
         under ``(what, "setup")``."""
-        flat = rows.reshape(rows.size(0), -1)
-        width = flat.size(1)
+        width = math.prod(rows.shape[1:])
+        flat = rows.reshape(rows.size(0), width)
         chunks = [flat.index_select(0, t.to(flat.device)) for t in targets]
         counts = torch.tensor([c.size(0) for c in chunks], dtype=torch.int64)
         received = counts.clone()

@@ -274,19 +274,38 @@ class RDMContext(GraphContext):
 
     def _static_columns(self, x: Tensor) -> Tensor | None:
         """The column slice of ``x`` if it is the partition's (unchanged) feature matrix and
-        needs no gradient; made once, counted as set-up traffic."""
+        needs no gradient on every rank; made once, counted as set-up traffic. Ranks agree
+        through one all-reduce of two flags (set-up counter, ``("input features",
+        "control")``), so a rank whose check differs (e.g. one without rows) cannot take
+        another path than the others."""
         features = self.partition.x
-        if (
-            features is None
-            or x.requires_grad
-            or x.data_ptr() != features.data_ptr()
-            or x.shape != features.shape
-            or x.stride() != features.stride()
-            or x.dtype != features.dtype
-        ):
+        static = (
+            features is not None
+            and not x.requires_grad
+            and x.data_ptr() == features.data_ptr()
+            and x.shape == features.shape
+            and x.stride() == features.stride()
+            and x.dtype == features.dtype
+        )
+        fresh = static and self._static is not None and self._static[1] == x._version
+        flags = torch.tensor([int(not static), int(not fresh)], dtype=torch.int32)
+        ex = self.rdm
+        if ex.world_size > 1:
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=ex.group)
+            ex.setup_counter.record(
+                "input features",
+                "control",
+                rows_sent=2,
+                rows_received=2,
+                width=1,
+                element_size=4,
+                messages_sent=1,
+                messages_received=1,
+            )
+        if flags[0]:
             return None
-        if self._static is None or self._static[1] != x._version:
-            columns = self.rdm.to_columns(x, "input features", "setup", self.rdm.setup_counter)
+        if flags[1]:
+            columns = ex.to_columns(x, "input features", "setup", ex.setup_counter)
             self._static = (x, x._version, columns)
         return self._static[2]
 

@@ -94,6 +94,8 @@ def _train_case(rank, world_size, case):
     """Every order of ``case`` on this rank; returns losses, parameters, input gradient."""
     data = _graph(case["directed"])
     assignment = np.random.default_rng(world_size).integers(0, world_size, N)
+    if world_size == 3:
+        assignment[assignment == 1] = 0  # a rank without rows
     part = next(
         p for p in build_local_partitions(data, assignment, world_size) if p.part_id == rank
     )
