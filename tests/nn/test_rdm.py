@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch_geometric.nn import GCNConv, GraphConv, SAGEConv
+from torch_geometric.nn import GATConv, GCNConv, GraphConv, SAGEConv
+from torch_geometric.nn.conv import MessagePassing
 
 from lightning_gnn_dist.comm import make_exchange
 from lightning_gnn_dist.comm.rdm_plan import all_orders, plan_network
@@ -260,3 +261,55 @@ def check_auto(rank_runs):
     assert used[3:] == [fastest] * (EPOCHS - 3)
     assert all(r == reports[0] for r in reports)  # every rank measured and chose the same
     assert not reports[0]["tuning"] and reports[0]["order"] == fastest
+
+
+class _Wrap(torch.nn.Module):
+    def __init__(self, *layers):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(layers)
+
+    def forward(self, x, edge_index):
+        for layer in self.layers:
+            x = layer(x, edge_index) if isinstance(layer, MessagePassing) else layer(x)
+        return x
+
+
+def _one_rank_context(model):
+    data = _graph(True)
+    part = next(build_local_partitions(data, np.zeros(N, dtype=np.int64), 1))
+    context = make_graph_context(part, make_exchange("rdm", part, order="model"))
+    return context, distribute(model), part
+
+
+@pytest.mark.parametrize(
+    ("layers", "match"),
+    [
+        ((GATConv(9, 3),), "GATConv .*layers.0.* is not a layer RDM can run exactly"),
+        ((SAGEConv(9, 3, normalize=True),), "normalize=True"),
+        ((SAGEConv(9, 3, aggr="max"),), "aggregates with 'max'"),
+        ((GraphConv(9, 3, aggr="max"),), "aggregates with 'max'"),
+        ((SAGEConv(9, 3, project=True),), "project=True"),
+        ((GCNConv(-1, 3),), "lazy"),
+        ((GCNConv(9, 4), torch.nn.BatchNorm1d(4), GCNConv(4, 3)), "BatchNorm .*layers.1.*batch norm"),
+    ],
+)
+def test_rdm_refuses_what_it_cannot_run_exactly(layers, match):
+    context, model, _ = _one_rank_context(_Wrap(*layers))
+    with pytest.raises((NotImplementedError, ValueError), match=match):
+        context.prepare(model)
+
+
+def test_rdm_refuses_models_it_cannot_chain():
+    context, model, part = _one_rank_context(_Wrap(GCNConv(9, 4), GCNConv(5, 3)))
+    with pytest.raises(ValueError, match="chain of convolutions: layers.0 returns 4 columns"):
+        context.prepare(model)
+    context, model, part = _one_rank_context(_Wrap(GCNConv(9, 4), GCNConv(4, 3)))
+    context.prepare(model)
+    with use_graph_context(context), pytest.raises(RuntimeError, match="ran out of order"):
+        model.layers[1](torch.zeros(N, 4), part.edge_index)
+    other = distribute(_Wrap(GCNConv(9, 4)))
+    with use_graph_context(context), pytest.raises(RuntimeError, match="not one of the layers"):
+        other.layers[0](part.x, part.edge_index)
+    unprepared, model, part = _one_rank_context(_Wrap(GCNConv(9, 4)))
+    with use_graph_context(unprepared), pytest.raises(RuntimeError, match="prepare"):
+        model(part.x, part.edge_index)
