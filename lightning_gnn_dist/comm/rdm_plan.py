@@ -174,6 +174,7 @@ def plan_network(
     *,
     static_input: bool = True,
     input_grad: bool = False,
+    grad_to_rows: bool = False,
 ) -> list[LayerPlan]:
     """The plan of every layer under ``order`` (see the module docstring for the rules).
 
@@ -183,18 +184,31 @@ def plan_network(
         static_input: the first layer's input is held in both layouts (the feature matrix,
             redistributed once at set-up). ``False``: it arrives row-sliced every step.
         input_grad: the first layer returns the gradient of its input. With ``static_input``
-            it is returned in the layout it is produced in (the paper's convention).
+            it is returned in the layout it is produced in (the paper's convention) unless
+            ``grad_to_rows``.
+        grad_to_rows: return the static input's gradient in row slices (what a model that
+            passed the row-sliced features needs; the exchange uses this).
     """
     num = len(shapes)
     fwd, bwd = parse_order(order, num)
     grads = [input_grad] + [True] * (num - 1)
     outs = [_boundary_layout(shapes, fwd, bwd, grads, k) for k in range(num - 1)] + ["H"]
     ins = ["HV" if static_input else "H"] + outs[:-1]
-    return [_plan_layer(shapes[k], fwd[k], bwd[k], ins[k], outs[k], grads[k]) for k in range(num)]
+    first = "H" if static_input and input_grad and grad_to_rows else None
+    return [
+        _plan_layer(shapes[k], fwd[k], bwd[k], ins[k], outs[k], grads[k], first if k == 0 else None)
+        for k in range(num)
+    ]
 
 
 def _plan_layer(
-    shape: LayerShape, o: str, b: str, in_layouts: str, out: str, input_grad: bool
+    shape: LayerShape,
+    o: str,
+    b: str,
+    in_layouts: str,
+    out: str,
+    input_grad: bool,
+    grad_layout: str | None = None,
 ) -> LayerPlan:
     a, c, root = shape.in_width, shape.out_width, shape.root
     held_x = set(in_layouts)
@@ -232,9 +246,8 @@ def _plan_layer(
             moves.append(Move("output gradient", c, layout))
             held_g.add(layout)
 
-    grad_layout = None
-    if input_grad:
-        grad_layout = "H" if in_layouts == "H" else ("V" if in_layouts == "V" else None)
+    if input_grad and grad_layout is None and in_layouts != "HV":
+        grad_layout = in_layouts
     if b == "s":
         need_g("V")
         spmm.append(c)

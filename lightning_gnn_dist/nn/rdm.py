@@ -247,14 +247,14 @@ class RDMContext(GraphContext):
         spec = self.specs[index]
         if index == 0:
             static = self._static_columns(x)
-            input_grad = static is None and x.requires_grad
-            key = (self.rdm.order, static is not None, input_grad)
+            key = (self.rdm.order, static is not None, x.requires_grad)
             if key not in self._plans:
                 self._plans[key] = plan_network(
                     [s.shape for s in self.specs],
                     self.rdm.order,
                     static_input=static is not None,
-                    input_grad=input_grad,
+                    input_grad=x.requires_grad,
+                    grad_to_rows=True,
                 )
             self._pass_plans = self._plans[key]
         elif index != self._next or self._pass_plans is None:
@@ -273,15 +273,14 @@ class RDMContext(GraphContext):
         return _RDMLayer.apply(x, weight, bias, root, run)
 
     def _static_columns(self, x: Tensor) -> Tensor | None:
-        """The column slice of ``x`` if it is the partition's (unchanged) feature matrix and
-        needs no gradient on every rank; made once, counted as set-up traffic. Ranks agree
+        """The column slice of ``x`` if it is the partition's (unchanged) feature matrix on
+        every rank; made once, counted as set-up traffic. Ranks agree
         through one all-reduce of two flags (set-up counter, ``("input features",
         "control")``), so a rank whose check differs (e.g. one without rows) cannot take
         another path than the others."""
         features = self.partition.x
         static = (
             features is not None
-            and not x.requires_grad
             and x.data_ptr() == features.data_ptr()
             and x.shape == features.shape
             and x.stride() == features.stride()

@@ -113,10 +113,10 @@ def _train_case(rank, world_size, case):
     shapes = [s.shape for s in context.specs]
     initial = {k: v.clone() for k, v in model.state_dict().items()}
     features = part.x[:, : model.width]
-    if case["input_grad"]:
-        features = features.clone()
-    else:
+    if case["static"]:
         part.x = features  # the static feature matrix: the context recognises it
+    else:
+        features = features.clone()  # a new matrix: arrives row-sliced every step
     global_train = int(data.train_mask.sum())
     results = []
     for order in orders:
@@ -152,9 +152,7 @@ def _train_case(rank, world_size, case):
                     torch.distributed.all_reduce(full)
                     first_grads["x"] = full.numpy()
             optimizer.step()
-            _check_bytes(
-                exchange, shapes, exchange.order, not case["input_grad"], case["input_grad"]
-            )
+            _check_bytes(exchange, shapes, exchange.order, case["static"], case["input_grad"])
         params = {k: v.detach().numpy() for k, v in model.state_dict().items()}
         results.append(
             {
@@ -171,7 +169,9 @@ def _train_case(rank, world_size, case):
 
 def _check_bytes(exchange, shapes, order, static, input_grad):
     """Measured bytes per layer and direction == the closed form of the order's plan."""
-    plans = plan_network(shapes, order, static_input=static, input_grad=input_grad)
+    plans = plan_network(
+        shapes, order, static_input=static, input_grad=input_grad, grad_to_rows=True
+    )
     rank, layout = exchange.rank, exchange.layout
     predicted = {}
     for i, plan in enumerate(plans):
@@ -193,13 +193,14 @@ def _rank(rank, world_size, cases):
 
 
 def _cases(world_size: int) -> list[dict]:
-    def case(model, orders, directed=True, replication=None, input_grad=False):
+    def case(model, orders, directed=True, replication=None, input_grad=False, static=True):
         return {
             "model": model,
             "orders": orders,
             "directed": directed,
             "replication": replication,
             "input_grad": input_grad,
+            "static": static,
         }
 
     cases = [
@@ -208,13 +209,16 @@ def _cases(world_size: int) -> list[dict]:
         case("gcn3", ["model"]),
         case("sage", "all" if world_size in (1, 2) else ["model", "ssss", "ddsd", "sdds"]),
         case("graph", "all" if world_size in (1, 3) else ["model", "ssss", "dddd", "sdds"], False),
-        case("mixed", ["model", "dsssdd", "ddssds"], input_grad=True),
+        case("mixed", ["model", "dsssdd", "ddssds"], input_grad=True, static=False),
+        case("gcn", ["model", "sssd", "dddd"], input_grad=True),  # static, with its gradient
     ]
     smaller = {2: [1], 3: [1], 4: [2, 1]}.get(world_size, [])
     for r in smaller:
         cases.append(case("gcn", ["model", "dsds", "ssdd", "dddd"], directed=r != 1, replication=r))
     if world_size == 4:
-        cases.append(case("mixed", ["model", "ssssss"], replication=2, input_grad=True))
+        cases.append(
+            case("mixed", ["model", "ssssss"], replication=2, input_grad=True, static=False)
+        )
     if world_size in (2, 4):
         cases.append(case("gcn_auto", ["auto"], directed=world_size == 2))
     return cases
@@ -290,7 +294,10 @@ def _one_rank_context(model):
         ((GraphConv(9, 3, aggr="max"),), "aggregates with 'max'"),
         ((SAGEConv(9, 3, project=True),), "project=True"),
         ((GCNConv(-1, 3),), "lazy"),
-        ((GCNConv(9, 4), torch.nn.BatchNorm1d(4), GCNConv(4, 3)), "BatchNorm .*layers.1.*batch norm"),
+        (
+            (GCNConv(9, 4), torch.nn.BatchNorm1d(4), GCNConv(4, 3)),
+            "BatchNorm .*layers.1.*batch norm",
+        ),
     ],
 )
 def test_rdm_refuses_what_it_cannot_run_exactly(layers, match):
