@@ -21,4 +21,5 @@ NAMES = (
     "vertex_cut",
     "subgraph_minibatch",
     "mini_batch",
+    "rdm",
 )
