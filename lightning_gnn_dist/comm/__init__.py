@@ -13,8 +13,8 @@ mode           what moves per layer and direction                      module
 ``cd-0``       partial aggregates of split vertices (vertex cut)         :mod:`.vertex_cut`
 ``cd-<r>``     the same, delayed ``r`` epochs in bins                    :mod:`.vertex_cut`
 ``0c``         nothing                                                   :mod:`.vertex_cut`
-``rdm``        no halo: dense matrices switch row ↔ column slices by one  :mod:`.rdm`
-               all-to-all per switch; Â replicated (paper 003)           (plans: :mod:`.rdm_plan`)
+``rdm``        no halo: one all-to-all per switch between row and        :mod:`.rdm`,
+               column slices; Â replicated (paper 003)                   :mod:`.rdm_plan`
 ============== ======================================================= =========================
 """
 
