@@ -187,7 +187,7 @@ class RDMExchange(HaloExchange):
         seconds = (
             float("nan") if end is None or self._step_start is None else end - self._step_start
         )
-        reduced = torch.tensor([seconds], dtype=torch.float64)
+        reduced = torch.tensor([seconds], dtype=torch.float64, device=self.device)
         if self.world_size > 1:
             dist.all_reduce(reduced, op=dist.ReduceOp.MAX, group=self.group)
             self.setup_counter.record(
@@ -200,7 +200,7 @@ class RDMExchange(HaloExchange):
                 messages_sent=1,
                 messages_received=1,
             )
-        self.measured.setdefault(order, []).append(float(reduced))
+        self.measured.setdefault(order, []).append(float(reduced.cpu()))
 
     def _finish_tuning(self) -> None:
         def best(order: str) -> float:
@@ -217,6 +217,12 @@ class RDMExchange(HaloExchange):
                 self.tuning_steps,
                 times,
             )
+
+    @property
+    def device(self) -> torch.device:
+        """Where this rank computes (the partition's device): collectives use its tensors (NCCL
+        needs CUDA ones)."""
+        return self.partition.edge_index.device
 
     @property
     def tuning(self) -> bool:
@@ -358,14 +364,14 @@ class RDMExchange(HaloExchange):
         in rank order (this rank's own selection included). Counted in :attr:`setup_counter`
         under ``(what, "setup")``."""
         width = math.prod(rows.shape[1:])
-        flat = rows.reshape(rows.size(0), width)
+        flat = rows.reshape(rows.size(0), width).to(self.device)
         chunks = [flat.index_select(0, t.to(flat.device)) for t in targets]
-        counts = torch.tensor([c.size(0) for c in chunks], dtype=torch.int64)
+        counts = torch.tensor([c.size(0) for c in chunks], dtype=torch.int64, device=self.device)
         received = counts.clone()
         if self.world_size > 1:
             dist.all_to_all_single(received, counts, group=self.group)
-        send_splits = [int(c) * width for c in counts]
-        recv_splits = [int(c) * width for c in received]
+        send_splits = [int(c) * width for c in counts.tolist()]
+        recv_splits = [int(c) * width for c in received.tolist()]
         out = self._all_to_all(
             torch.cat(chunks).reshape(-1),
             send_splits,

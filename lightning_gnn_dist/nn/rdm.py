@@ -194,7 +194,7 @@ class RDMContext(GraphContext):
         ids = self.rdm.send_rows(torch.stack([src, dst], dim=1), targets, what)
         values = self.rdm.send_rows(weight.to(torch.float32).cpu(), targets, what)
         lo, hi = layout.panel_rows(layout.panel(self.rdm.rank))
-        src, dst = ids[:, 0], ids[:, 1]
+        src, dst, values = ids[:, 0].cpu(), ids[:, 1].cpu(), values.cpu()  # built on CPU
         matrix = _csr(dst, src, values, lo, hi, layout.num_nodes)
         transpose = _csr(src, dst, values, lo, hi, layout.num_nodes)
         if _same(matrix, transpose):
@@ -204,10 +204,12 @@ class RDMContext(GraphContext):
 
     def _nnz(self, kind: tuple) -> int:
         """Non-zeros of the whole ``Â`` (each panel is held by ``replication`` ranks)."""
-        local = torch.tensor([self._matrices[kind][0].values().numel()], dtype=torch.float64)
+        local = torch.tensor(
+            [self._matrices[kind][0].values().numel()], dtype=torch.float64, device=self.rdm.device
+        )
         if self.rdm.world_size > 1:
             dist.all_reduce(local, group=self.rdm.group)
-        return int(round(float(local) / self.rdm.layout.replication))
+        return int(round(float(local.cpu()) / self.rdm.layout.replication))
 
     def memory_bytes(self) -> dict[str, int]:
         """Bytes this rank holds for RDM: ``adjacency`` (the ``Â``/``Âᵀ`` panels, shared when
@@ -287,8 +289,8 @@ class RDMContext(GraphContext):
             and x.dtype == features.dtype
         )
         fresh = static and self._static is not None and self._static[1] == x._version
-        flags = torch.tensor([int(not static), int(not fresh)], dtype=torch.int32)
         ex = self.rdm
+        flags = torch.tensor([int(not static), int(not fresh)], dtype=torch.int32, device=ex.device)
         if ex.world_size > 1:
             dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=ex.group)
             ex.setup_counter.record(
@@ -301,9 +303,10 @@ class RDMContext(GraphContext):
                 messages_sent=1,
                 messages_received=1,
             )
-        if flags[0]:
+        not_static, refresh = flags.tolist()
+        if not_static:
             return None
-        if flags[1]:
+        if refresh:
             columns = ex.to_columns(x, "input features", "setup", ex.setup_counter)
             self._static = (x, x._version, columns)
         return self._static[2]
