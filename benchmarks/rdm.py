@@ -63,11 +63,11 @@ from lightning_gnn_dist.partition.store import PartitionStore
 CONFIGS = {  # graph: (dataset spec, hidden width)
     "full": {
         "graphs": {
-            # power-law; 64 → 16 → 8 has four Pareto orders (like the paper's Reddit), so
+            # power-law; 128 → 16 → 8 has four Pareto orders (like the paper's Reddit), so
             # order="auto" has a choice to make
-            "rmat": ("rmat?scale=14&edge_factor=16&features=64&classes=8", 16),
-            # a triangulated 160 × 160 grid (FE-like mesh), 32 features; one Pareto order
-            "mesh": ("grid:160", 32),
+            "rmat": ("rmat?scale=15&edge_factor=16&features=128&classes=8", 16),
+            # a triangulated 200 × 200 grid (FE-like mesh), 32 features, a wide hidden layer
+            "mesh": ("grid:200", 128),
         },
         "ranks": [2, 4],
         "bytes_ranks": [2, 4, 8, 16],
@@ -188,7 +188,14 @@ def rank_main(rank: int, world: int, stores: dict, dims: list[int], steps: int, 
         "peak_rss_bytes": peak_rss_bytes(),
     }
     candidates = [c.__dict__ for c in rdm.exchange.candidates]
-    return {"samples": samples, "bytes": sent, "memory": memory, "auto": auto, "pareto": candidates}
+    return {
+        "samples": samples,
+        "bytes": sent,
+        "memory": memory,
+        "auto": auto,
+        "pareto": candidates,
+        "model_seconds": rdm.exchange.model_seconds,
+    }
 
 
 def summarise(graph: str, spec: str, world: int, ranks: list[dict], data) -> dict:
@@ -216,6 +223,7 @@ def summarise(graph: str, spec: str, world: int, ranks: list[dict], data) -> dic
         "model_pick": model_pick,
         "auto_pick": auto_pick,
         "auto_seconds": first["auto"]["seconds"],
+        "model_seconds": first["model_seconds"],
         "memory_per_rank": [r["memory"] for r in ranks],
     }
     for kind in ("wall", "cpu"):
@@ -238,7 +246,7 @@ def summarise(graph: str, spec: str, world: int, ranks: list[dict], data) -> dic
 def bytes_by_ranks(data, spec: str, dims: list[int], cache: Path, ranks: list[int]) -> list[dict]:
     """Bytes per training step at more ranks than this machine runs, from the two exact
     predictions (the project's invariant, checked at 2 and 4 ranks by the timed runs): ``p2p``
-    from the hypergraph partition's volume, RDM from the model pick's plan."""
+    from the hypergraph partition's volume, RDM from the plan of its fewest-bytes order."""
     rows = []
     shapes = [LayerShape(layer.d_in, layer.d_out) for layer in gcn_layers(dims)]
     for world in ranks:
@@ -250,7 +258,8 @@ def bytes_by_ranks(data, spec: str, dims: list[int], cache: Path, ranks: list[in
         )
         offsets = np.concatenate([[0], np.cumsum(metrics.part_sizes)])
         layout = RDMLayout(tuple(int(v) for v in offsets), world)
-        pick = pareto(order_costs(shapes, layout, int(metrics.part_nnz.sum())))[0].order
+        costs = order_costs(shapes, layout, int(metrics.part_nnz.sum()))
+        pick = min(pareto(costs), key=lambda c: (c.comm_elements, c.sparse_ops)).order
         rdm = 4 * sum(
             int(sum(m.sum() for m in layout.pass_elements(pas)))
             for plan in plan_network(shapes, pick)
@@ -314,7 +323,9 @@ def render(report: dict) -> str:
             f"## {c['graph']}: {c['vertices']} vertices, {c['edges']} edges, {c['ranks']} ranks, "
             f"widths {'-'.join(str(d) for d in c['dims'])}",
             "",
-            f"Pareto set {', '.join(p['order'] for p in c['pareto'])}; model pick "
+            "Calibrated model: {:.3g} s per element sent, {:.3g} s per SpMM multiply-add, "
+            "{:.3g} s per collective. ".format(*c["model_seconds"])
+            + f"Pareto set {', '.join(p['order'] for p in c['pareto'])}; model pick "
             f"**{c['model_pick']}**, auto pick **{c['auto_pick']}**. Fastest order by wall time "
             f"{wall['fastest']} (model pick {wall['model_pick_vs_fastest']:.2f}× it), by CPU time "
             f"{cpu['fastest']} (model pick {cpu['model_pick_vs_fastest']:.2f}×); slowest "
@@ -361,7 +372,8 @@ def render(report: dict) -> str:
     lines += ["", "## Bytes per step by ranks: where RDM moves fewer than p2p on hypergraph", ""]
     lines.append(
         "From the exact predictions (equal to the counters at the ranks timed above): `p2p` on "
-        "the hypergraph partition's volume, RDM's model pick from its plan."
+        "the hypergraph partition's volume, RDM's order that moves the fewest bytes from its "
+        "plan."
     )
     for graph, rows in report["bytes_by_ranks"].items():
         table = [

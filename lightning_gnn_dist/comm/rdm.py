@@ -84,7 +84,8 @@ class RDMExchange(HaloExchange):
         tuning_steps: timed training steps per Pareto order with ``order="auto"``. (default: 3)
         element_seconds, sparse_op_seconds, latency_seconds: the scalar model of
             :func:`~.rdm_plan.order_costs` (``"model"`` and the order of the ``"auto"``
-            candidates). (defaults: 4e-9, 1e-9, 5e-5)
+            candidates): seconds per element sent, per SpMM multiply-add, per collective.
+            (default: ``None``, measured once by :meth:`calibrate` when the model is bound)
     """
 
     mode = "rdm"
@@ -98,9 +99,9 @@ class RDMExchange(HaloExchange):
         order: str = "auto",
         replication: int | None = None,
         tuning_steps: int = 3,
-        element_seconds: float = 4e-9,
-        sparse_op_seconds: float = 1e-9,
-        latency_seconds: float = 5e-5,
+        element_seconds: float | None = None,
+        sparse_op_seconds: float | None = None,
+        latency_seconds: float | None = None,
     ) -> None:
         super().__init__(partition, counter, group)
         check_order_option(order)
@@ -110,7 +111,10 @@ class RDMExchange(HaloExchange):
         self.layout = RDMLayout(offsets, self.world_size if replication is None else replication)
         self.order_option = order
         self.tuning_steps = tuning_steps
-        self.model_seconds = (element_seconds, sparse_op_seconds, latency_seconds)
+        given = (element_seconds, sparse_op_seconds, latency_seconds)
+        self.model_seconds: tuple[float, float, float] | None = (
+            None if any(v is None for v in given) else given  # type: ignore[assignment]
+        )
         self.setup_counter = CommCounter()
         self.order: str | None = None if order in ORDER_CHOICES else order.lower()
         self.candidates: list[OrderCost] = []
@@ -121,6 +125,44 @@ class RDMExchange(HaloExchange):
         self.last_backward_end: float | None = None
 
     # -- the order -------------------------------------------------------------------------
+    def calibrate(self, sparse_op_seconds: float, repeats: int = 3) -> tuple[float, float, float]:
+        """Measure the scalar model's constants on this machine and network, once: the latency
+        of an ``all_to_all_single`` of one element per peer and the seconds per element of a
+        redistribution (medians of ``repeats``), with ``sparse_op_seconds`` measured by the
+        caller on the real ``Â``. All three are max-reduced, so every rank gets the same model
+        (and the same order). Counted in :attr:`setup_counter` as ``("calibration", ...)``."""
+        width = 32
+        probe = torch.ones(int(self.layout.sizes[self.rank]), width, device=self.device)
+
+        def median_seconds(step) -> float:
+            times = []
+            for _ in range(repeats + 1):
+                start = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - start)
+            return sorted(times[1:])[len(times[1:]) // 2]  # the first one warms up
+
+        P = self.world_size
+        tiny = torch.ones(P, device=self.device)
+        ones = [1] * P
+
+        def tiny_exchange() -> None:
+            self._all_to_all(tiny, ones, ones, "calibration", "setup", P, self.setup_counter)
+
+        latency = median_seconds(tiny_exchange) if P > 1 else 0.0
+        moved = median_seconds(
+            lambda: self.to_columns(probe, "calibration", "setup", self.setup_counter)
+        )
+        sent = int(self.layout.elements_sent("V", width).sum(axis=1).max())
+        element = max(moved - latency, 0.0) / sent if sent else 0.0
+        reduced = torch.tensor(
+            [element, sparse_op_seconds, latency], dtype=torch.float64, device=self.device
+        )
+        if P > 1:
+            dist.all_reduce(reduced, op=dist.ReduceOp.MAX, group=self.group)
+        self.model_seconds = tuple(float(v) for v in reduced.cpu())  # type: ignore[assignment]
+        return self.model_seconds  # type: ignore[return-value]
+
     def configure(self, shapes: Sequence[LayerShape], nnz: int, static_input: bool) -> None:
         """Fix the model's layers (first to last) and choose the order (or start tuning).
 
@@ -129,6 +171,8 @@ class RDMExchange(HaloExchange):
             nnz: non-zeros of ``Â`` (the SpMM work of one column).
             static_input: the first layer's input is the static feature matrix.
         """
+        if self.model_seconds is None:
+            raise RuntimeError("RDMExchange.configure: call calibrate() first or pass the model")
         element, sparse, latency = self.model_seconds
         costs = order_costs(
             shapes,
@@ -157,7 +201,11 @@ class RDMExchange(HaloExchange):
                 for c in self.candidates
             )
             log.info(
-                "rdm: Pareto orders %s; model pick %s; %s",
+                "rdm: model %.3g s per element sent, %.3g s per SpMM multiply-add, %.3g s per "
+                "collective; Pareto orders %s; model pick %s; %s",
+                element,
+                sparse,
+                latency,
                 pareto_text,
                 self.candidates[0].order,
                 f"using {self.order}" if not self._schedule else "timing each",

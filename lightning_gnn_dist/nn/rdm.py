@@ -21,6 +21,7 @@ may sit between two convolutions; the last layer returns row slices.
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ from lightning_gnn_dist.comm.rdm import RDMExchange
 from lightning_gnn_dist.comm.rdm_plan import LayerPlan, LayerShape, plan_network
 from lightning_gnn_dist.nn.context import CONTEXTS, GraphContext
 from lightning_gnn_dist.nn.norm import DistBatchNorm
+
+log = logging.getLogger("lightning_gnn_dist.comm.rdm")  # one logger for the mode's messages
 
 SUPPORTED = "GCNConv, SAGEConv (aggr='mean' or 'sum') and GraphConv (aggr 'mean', 'sum', 'add')"
 
@@ -162,8 +165,17 @@ class RDMContext(GraphContext):
         for spec in specs:
             if spec.kind not in self._matrices:
                 self._matrices[spec.kind] = self._build_matrices(spec.kind)
+        if self.rdm.model_seconds is None:
+            self.rdm.calibrate(self._sparse_op_seconds(specs[0].kind))
         self.rdm.configure([s.shape for s in specs], self._nnz(specs[0].kind), True)
         self._plans.clear()
+        if self.rdm.rank == 0:
+            log.info(
+                "rdm: Â and Âᵀ of %d layer kind(s) hold %.1f MB on each rank (replication %d)",
+                len(self._matrices),
+                self.memory_bytes()["adjacency"] / 1e6,
+                self.rdm.layout.replication,
+            )
 
     def _build_matrices(self, kind: tuple) -> tuple[Tensor, Tensor]:
         """``(Â row panel, Âᵀ row panel)`` of ``kind`` as CSR ``[n_panel, N]`` (one object when
@@ -201,6 +213,18 @@ class RDMContext(GraphContext):
             transpose = matrix
         device = part.edge_index.device
         return matrix.to(device), transpose.to(device)
+
+    def _sparse_op_seconds(self, kind: tuple, width: int = 16, repeats: int = 3) -> float:
+        """Seconds per multiply-add of this rank's SpMM with ``Â`` (median of ``repeats``)."""
+        matrix = self._matrices[kind][0]
+        dense = torch.ones(matrix.size(1), width, device=matrix.device)
+        times = []
+        for _ in range(repeats + 1):
+            start = time.perf_counter()
+            sparse_mm(matrix, dense)
+            times.append(time.perf_counter() - start)
+        ops = max(matrix.values().numel() * width, 1)
+        return sorted(times[1:])[len(times[1:]) // 2] / ops
 
     def _nnz(self, kind: tuple) -> int:
         """Non-zeros of the whole ``Â`` (each panel is held by ``replication`` ranks)."""
