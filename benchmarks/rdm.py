@@ -63,8 +63,7 @@ from lightning_gnn_dist.partition.store import PartitionStore
 CONFIGS = {  # graph: (dataset spec, hidden width)
     "full": {
         "graphs": {
-            # power-law; 128 → 16 → 8 has four Pareto orders (like the paper's Reddit), so
-            # order="auto" has a choice to make
+            # power-law; 128-16-8 has four Pareto orders (like the paper's Reddit): auto chooses
             "rmat": ("rmat?scale=15&edge_factor=16&features=128&classes=8", 16),
             # a triangulated 200 × 200 grid (FE-like mesh), 32 features, a wide hidden layer
             "mesh": ("grid:200", 128),
@@ -88,9 +87,7 @@ class Net(torch.nn.Module):
     def __init__(self, dims: list[int]) -> None:
         super().__init__()
         torch.manual_seed(0)
-        self.convs = torch.nn.ModuleList(
-            GCNConv(a, b) for a, b in zip(dims, dims[1:], strict=False)
-        )
+        self.convs = torch.nn.ModuleList([GCNConv(dims[0], dims[1]), GCNConv(dims[1], dims[2])])
 
     def forward(self, x, edge_index):
         return self.convs[1](torch.relu(self.convs[0](x, edge_index)), edge_index)
