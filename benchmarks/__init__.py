@@ -22,4 +22,5 @@ NAMES = (
     "subgraph_minibatch",
     "mini_batch",
     "rdm",
+    "peer_dgl",
 )

@@ -50,6 +50,7 @@ class LocalGraphStore:
 
     def __init__(self, data: Data) -> None:
         self.data = data
+        self.num_routing_ids = int(data.num_nodes)
         self.in_edges = InEdges.from_edge_index(data.edge_index, data.num_nodes)
         self.counter = CommCounter()
 
@@ -58,7 +59,8 @@ class LocalGraphStore:
 
     def fetch(self, n_id: Tensor) -> FetchedRows:
         y = self.data.y
-        return FetchedRows(self.data.x[n_id], None if y is None else y[n_id], n_id)
+        y = None if y is None else y.index_select(0, n_id)
+        return FetchedRows(self.data.x.index_select(0, n_id), y, n_id)
 
     def to_routing(self, ids: Tensor) -> Tensor:
         """Dataset ids → routing ids (the identity here)."""
@@ -90,6 +92,7 @@ class PartitionedGraphStore:
             )
         self.partition, self.group = partition, group
         self.rank, self.world_size = partition.part_id, partition.num_parts
+        self.num_routing_ids = int(partition.num_nodes_global)
         self.start, self.end = partition.owned_range
         self.counter = CommCounter()
         self.cache_hit_rows = 0
@@ -172,6 +175,8 @@ class PartitionedGraphStore:
         self, frontier: Tensor, fanout: int, stream: int, replace: bool = False
     ) -> tuple[Tensor, Tensor]:
         """Sampled in-neighbours of ``frontier`` (routing ids, any owner); collective."""
+        if self.world_size == 1:  # every vertex is owned here: no requests to route
+            return self.in_edges.sample(frontier, fanout, stream, replace)
         owner = self.owner(frontier)
         order = torch.argsort(owner, stable=True)
         remote = order[owner[order] != self.rank]
@@ -219,6 +224,12 @@ class PartitionedGraphStore:
         """Rows of ``n_id`` (routing ids): owned rows locally, cached rows from the cache, the
         rest from their owners in one batched exchange; collective."""
         part = self.partition
+        if self.world_size == 1:
+            rows = n_id - self.start
+            y = None if part.y is None else part.y.index_select(0, rows)
+            return FetchedRows(
+                part.x.index_select(0, rows), y, part.global_ids.index_select(0, rows)
+            )
         owner = self.owner(n_id)
         cached = _position_in(self._cache_routing, n_id)
         in_cache = (cached >= 0) & (owner != self.rank)

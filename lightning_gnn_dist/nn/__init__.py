@@ -9,6 +9,7 @@ module imports none of them).
 from lightning_gnn_dist.nn.context import GraphContext, current_graph_context, use_graph_context
 from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistGraphConv, DistSAGEConv
 from lightning_gnn_dist.nn.distribute import distribute
+from lightning_gnn_dist.nn.fused import use_sparse_aggregation
 from lightning_gnn_dist.nn.models import GAT, GCN, GraphSAGE, build_model
 from lightning_gnn_dist.nn.norm import DistBatchNorm
 from lightning_gnn_dist.nn.rdm import RDMContext
@@ -30,4 +31,5 @@ __all__ = [
     "current_graph_context",
     "distribute",
     "use_graph_context",
+    "use_sparse_aggregation",
 ]
