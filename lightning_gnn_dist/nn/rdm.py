@@ -1,7 +1,9 @@
 """The graph context of ``exchange="rdm"`` (paper 003): whole layers on replicated ``Â``.
 
-Every rank holds ``Â`` and ``Âᵀ`` (or their row panel, ``replication < P``) as CSR matrices, built
-once from the rows every rank gathers at set-up (:meth:`RDMContext.prepare`; directed graphs keep
+Every rank holds ``Â`` and ``Âᵀ`` (or their row panel, ``replication < P``) as CSR matrices
+(:class:`~lightning_gnn_dist.nn.spmm.SparseMatrix`, multiplied by
+:func:`~lightning_gnn_dist.nn.spmm.spmm` like every other mode's aggregation), built once from
+the rows every rank gathers at set-up (:meth:`RDMContext.prepare`; directed graphs keep
 both, symmetric ones share one). A layer then runs as one autograd function that follows the
 order's plan (:func:`~lightning_gnn_dist.comm.rdm_plan.plan_network`): SpMMs on column slices,
 GEMMs on row slices, one redistribution per switch, the forward product ``Â·X`` kept for the
@@ -35,20 +37,14 @@ from torch_geometric.nn.conv import MessagePassing
 
 from lightning_gnn_dist.comm.rdm import RDMExchange
 from lightning_gnn_dist.comm.rdm_plan import LayerPlan, LayerShape, plan_network
+from lightning_gnn_dist.data.csr import CSRAdjacency
 from lightning_gnn_dist.nn.context import CONTEXTS, GraphContext
 from lightning_gnn_dist.nn.norm import DistBatchNorm
+from lightning_gnn_dist.nn.spmm import SparseMatrix, spmm
 
 log = logging.getLogger("lightning_gnn_dist.comm.rdm")  # one logger for the mode's messages
 
 SUPPORTED = "GCNConv, SAGEConv (aggr='mean' or 'sum') and GraphConv (aggr 'mean', 'sum', 'add')"
-
-
-def sparse_mm(matrix: Tensor, dense: Tensor) -> Tensor:
-    """``matrix [R, N]`` (CSR) times ``dense [N, w]`` → ``[R, w]``; the one sparse product of
-    this module."""
-    if dense.size(1) == 0:
-        return dense.new_zeros(matrix.size(0), 0)
-    return torch.sparse.mm(matrix, dense.contiguous())
 
 
 @dataclass(frozen=True)
@@ -123,7 +119,9 @@ class RDMContext(GraphContext):
 
     specs: list[LayerSpec] = field(default_factory=list)
     _index: dict[int, int] = field(default_factory=dict, repr=False)
-    _matrices: dict[tuple, tuple[Tensor, Tensor]] = field(default_factory=dict, repr=False)
+    _matrices: dict[tuple, tuple[SparseMatrix, SparseMatrix]] = field(
+        default_factory=dict, repr=False
+    )
     _next: int = 0
     _plans: dict[tuple, list[LayerPlan]] = field(default_factory=dict, repr=False)
     _pass_plans: list[LayerPlan] | None = None
@@ -177,7 +175,7 @@ class RDMContext(GraphContext):
                 self.rdm.layout.replication,
             )
 
-    def _build_matrices(self, kind: tuple) -> tuple[Tensor, Tensor]:
+    def _build_matrices(self, kind: tuple) -> tuple[SparseMatrix, SparseMatrix]:
         """``(Â row panel, Âᵀ row panel)`` of ``kind`` as CSR ``[n_panel, N]`` (one object when
         ``Â`` is symmetric), from the weighted in-edges every rank contributes."""
         part = self.partition
@@ -206,46 +204,47 @@ class RDMContext(GraphContext):
         ids = self.rdm.send_rows(torch.stack([src, dst], dim=1), targets, what)
         values = self.rdm.send_rows(weight.to(torch.float32).cpu(), targets, what)
         lo, hi = layout.panel_rows(layout.panel(self.rdm.rank))
-        src, dst, values = ids[:, 0].cpu(), ids[:, 1].cpu(), values.cpu()  # built on CPU
-        matrix = _csr(dst, src, values, lo, hi, layout.num_nodes)
-        transpose = _csr(src, dst, values, lo, hi, layout.num_nodes)
+        src, dst, values = ids[:, 0].cpu(), ids[:, 1].cpu(), values.cpu()  # summed on CPU
+        device = part.edge_index.device
+        matrix = _panel(dst, src, values, lo, hi, layout.num_nodes, device)
+        transpose = _panel(src, dst, values, lo, hi, layout.num_nodes, device)
         if _same(matrix, transpose):
             transpose = matrix
-        device = part.edge_index.device
-        return matrix.to(device), transpose.to(device)
+        return matrix, transpose
 
     def _sparse_op_seconds(self, kind: tuple, width: int = 16, repeats: int = 3) -> float:
         """Seconds per multiply-add of this rank's SpMM with ``Â`` (median of ``repeats``)."""
         matrix = self._matrices[kind][0]
-        dense = torch.ones(matrix.size(1), width, device=matrix.device)
+        dense = torch.ones(matrix.adj.num_cols, width, device=matrix.adj.device)
         times = []
         for _ in range(repeats + 1):
             start = time.perf_counter()
-            sparse_mm(matrix, dense)
+            spmm(matrix, dense)
             times.append(time.perf_counter() - start)
-        ops = max(matrix.values().numel() * width, 1)
+        ops = max(matrix.adj.num_entries * width, 1)
         return sorted(times[1:])[len(times[1:]) // 2] / ops
 
     def _nnz(self, kind: tuple) -> int:
         """Non-zeros of the whole ``Â`` (each panel is held by ``replication`` ranks)."""
         local = torch.tensor(
-            [self._matrices[kind][0].values().numel()], dtype=torch.float64, device=self.rdm.device
+            [self._matrices[kind][0].adj.num_entries], dtype=torch.float64, device=self.rdm.device
         )
         if self.rdm.world_size > 1:
             dist.all_reduce(local, group=self.rdm.group)
         return int(round(float(local.cpu()) / self.rdm.layout.replication))
 
     def memory_bytes(self) -> dict[str, int]:
-        """Bytes this rank holds for RDM: ``adjacency`` (the ``Â``/``Âᵀ`` panels, shared when
-        symmetric), ``feature_columns`` (the static features' column slice)."""
+        """Bytes this rank holds for RDM: ``adjacency`` (the ``Â``/``Âᵀ`` panels' structure and
+        values, shared when symmetric), ``feature_columns`` (the static features' column
+        slice)."""
         seen, total = set(), 0
         for matrices in self._matrices.values():
             for m in matrices:
                 if id(m) not in seen:
                     seen.add(id(m))
-                    total += sum(
-                        t.numel() * t.element_size()
-                        for t in (m.crow_indices(), m.col_indices(), m.values())
+                    values = m.values()
+                    total += m.adj.nbytes() + (
+                        0 if values is None else values.numel() * values.element_size()
                     )
         columns = self._static[2] if self._static is not None else None
         return {
@@ -353,25 +352,26 @@ class RDMContext(GraphContext):
             )
 
 
-def _csr(rows: Tensor, cols: Tensor, values: Tensor, lo: int, hi: int, n: int) -> Tensor:
-    """CSR ``[hi − lo, n]`` of the entries with ``lo ≤ row < hi`` (duplicates summed)."""
+def _panel(
+    rows: Tensor, cols: Tensor, values: Tensor, lo: int, hi: int, n: int, device: torch.device
+) -> SparseMatrix:
+    """``[hi − lo, n]`` CSR matrix of the entries with ``lo ≤ row < hi`` on ``device``, parallel
+    entries summed into one (a multigraph's ``Â`` has one entry per vertex pair; entries sorted by
+    row, then column, so a symmetric ``Â`` and its ``Âᵀ`` come out identical)."""
     keep = (rows >= lo) & (rows < hi)
     index = torch.stack([rows[keep] - lo, cols[keep]])
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+        warnings.simplefilter("ignore", UserWarning)  # sparse invariant checks disabled
         coo = torch.sparse_coo_tensor(index, values[keep], (hi - lo, n)).coalesce()
-        csr = coo.to_sparse_csr()
-        if n < 2**31 and coo.values().numel() < 2**31:
-            csr = torch.sparse_csr_tensor(
-                csr.crow_indices().int(), csr.col_indices().int(), csr.values(), csr.shape
-            )
-    return csr
+    (row, col), summed = coo.indices().to(device), coo.values().to(device)
+    adj = CSRAdjacency.from_edge_index(torch.stack([col, row]), hi - lo, n)
+    return SparseMatrix(adj, adj.entry_values(summed))
 
 
-def _same(a: Tensor, b: Tensor) -> bool:
+def _same(a: SparseMatrix, b: SparseMatrix) -> bool:
     return (
-        torch.equal(a.crow_indices(), b.crow_indices())
-        and torch.equal(a.col_indices(), b.col_indices())
+        torch.equal(a.adj.crow, b.adj.crow)
+        and torch.equal(a.adj.col, b.adj.col)
         and torch.equal(a.values(), b.values())
     )
 
@@ -382,7 +382,7 @@ class _LayerRun:
     spec: LayerSpec
     plan: LayerPlan
     static_columns: Tensor | None
-    matrices: tuple[Tensor, Tensor]
+    matrices: tuple[SparseMatrix, SparseMatrix]
 
     def convert(self, t: Tensor, to: str, width: int, direction: str) -> Tensor:
         ex, name = self.context.rdm, self.spec.name
@@ -392,7 +392,7 @@ class _LayerRun:
 
     def spmm(self, transpose: bool, v: Tensor, direction: str) -> Tensor:
         full = self.context.rdm.gather_panels(v, self.spec.name, direction)
-        return sparse_mm(self.matrices[1 if transpose else 0], full)
+        return spmm(self.matrices[1 if transpose else 0], full)
 
     def bias_columns(self, width: int) -> slice:
         layout = self.context.rdm.layout
