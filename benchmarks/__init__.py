@@ -24,5 +24,6 @@ NAMES = (
     "codec",
     "codec_cluster",
     "emulated_cluster",
+    "rdm",
     "peer_dgl",
 )

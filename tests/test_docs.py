@@ -149,7 +149,7 @@ RUN: dict[str, Run] = {
     "namespaces": Run(in_process=True),  # the snippet asserts what it shows
     "distribute-check": Run(
         in_process=True,
-        expect=(r"\['DistGCNConv', 'GraphConv', 'DistBatchNorm'\]", r"refused: ChebConv"),
+        expect=(r"\['DistGCNConv', 'GINConv', 'DistBatchNorm'\]", r"refused: ChebConv"),
     ),
     "partition-api": Run(
         in_process=True,
@@ -187,6 +187,11 @@ RUN: dict[str, Run] = {
     "work-weights-cli": Run(in_process=True, expect=(r"rows imb",)),
     "hypergraph-presets-cli": Run(in_process=True, expect=(r"hypergraph",)),
     "cost-model-cli": Run(in_process=True, expect=(r"pred\. epoch ms",)),
+    "rdm-options": Run(
+        in_process=True,
+        expect=(r"order='dsds', replication=None", r"order='auto', replication=2\b"),
+    ),
+    "rdm-cost-model-cli": Run(in_process=True, expect=(r"pred\. rdm ms", r"rdm order")),
 }
 
 SKIP: dict[str, str] = {

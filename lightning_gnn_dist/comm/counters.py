@@ -6,6 +6,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 
 @dataclass
 class Traffic:
@@ -38,6 +40,7 @@ class CommCounter:
 
     def __init__(self) -> None:
         self._traffic: dict[tuple[str, str], Traffic] = defaultdict(Traffic)
+        self._predicted: dict[tuple[str, str], np.ndarray] = {}
 
     def record(
         self,
@@ -72,6 +75,23 @@ class CommCounter:
         t.width = width
         t.codec = codec
 
+    def add_predicted(self, layer: str, direction: str, peer_bytes: np.ndarray) -> None:
+        """Add a prediction made as the work runs, for modes whose traffic depends on more than
+        the partition (``rdm``: the order in use): ``peer_bytes[p, q]`` bytes rank ``p`` sends
+        rank ``q`` (``[P, P]``, the same on every rank)."""
+        key = (layer, direction)
+        previous = self._predicted.get(key)
+        self._predicted[key] = peer_bytes if previous is None else previous + peer_bytes
+
+    def predicted_peer_bytes(self, layer: str, direction: str) -> np.ndarray | None:
+        """``[P, P]`` bytes predicted by :meth:`add_predicted` since the last reset (``None``:
+        no prediction was recorded for this layer and direction)."""
+        return self._predicted.get((layer, direction))
+
+    def predicted_items(self) -> list[tuple[str, str, np.ndarray]]:
+        """``(layer, direction, [P, P] bytes)`` of every recorded prediction, sorted."""
+        return [(layer, d, b) for (layer, d), b in sorted(self._predicted.items())]
+
     def add_seconds(self, layer: str, direction: str, seconds: float) -> None:
         self._traffic[(layer, direction)].seconds += seconds
 
@@ -87,3 +107,4 @@ class CommCounter:
 
     def reset(self) -> None:
         self._traffic.clear()
+        self._predicted.clear()

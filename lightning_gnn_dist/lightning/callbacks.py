@@ -89,6 +89,10 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     per-rank arrays the plots draw (bytes per rank pair, measured and predicted; rows sent and
     received; compute and exchange-wait seconds).
 
+    With ``exchange="rdm"`` the records are redistributions (``forward``/``backward``) and panel
+    exchanges (``forward-panel``/``backward-panel``) of each layer, their ``rows`` are elements,
+    and ``predicted_bytes_total`` is the plan's prediction of the orders that ran.
+
     With the ``cached`` exchange, ``predicted_bytes_total`` is what the exact base mode would
     move, direction ``control`` holds the flag all-reduce, and per layer and direction it also
     logs ``cache/<layer>/<direction>/``: ``rounds_sent``/``rounds_skipped`` (summed over ranks),
@@ -155,9 +159,16 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         comm_seconds = torch.zeros(trainer.world_size, dtype=torch.float64)
         predicted_matrix = np.zeros((world, world))
         logged: dict[str, float] = {}
+        counter = strategy.comm_counters["train"]
         for i, (layer, direction, traffic) in enumerate(items):
             per_rank = {f: stats[:, i, k] for k, f in enumerate(_FIELDS)}
-            predicted = mode.predicted_bytes_sent(metrics, layer, direction, traffic)
+            # rdm records its prediction as it runs (it depends on the order in use)
+            recorded = counter.predicted_peer_bytes(layer, direction)
+            predicted = (
+                mode.predicted_bytes_sent(metrics, layer, direction, traffic)
+                if recorded is None
+                else recorded.sum(axis=1)
+            )
             if getattr(trainer.datamodule, "loader", "full") == "subgraph":
                 # Each batch has its own plan: BatchCommunicationMonitor predicts per batch.
                 predicted = np.array([-1])
@@ -182,7 +193,9 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             }
             comm_seconds += per_rank["seconds"]
             pair_rows = mode.predicted_peer_rows(metrics, direction)
-            if pair_rows is None or traffic.bytes_sent_to is None:
+            if recorded is not None and predicted_matrix is not None:
+                predicted_matrix = predicted_matrix + recorded
+            elif pair_rows is None or traffic.bytes_sent_to is None:
                 predicted_matrix = None
             elif predicted_matrix is not None:
                 predicted_matrix = (

@@ -24,6 +24,7 @@ from lightning_gnn_dist.comm.base import HaloExchange, make_exchange, resolve_ex
 from lightning_gnn_dist.comm.cached import check_cache_options
 from lightning_gnn_dist.comm.codec import ADAPTIVE, DEFAULT_TOLERANCE, CodecPolicy
 from lightning_gnn_dist.comm.counters import CommCounter
+from lightning_gnn_dist.comm.rdm import check_codec_option, check_order_option
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral
 from lightning_gnn_dist.lightning.launcher import GNNSubprocessLauncher
@@ -78,10 +79,10 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     must equal the world size.
 
     Args:
-        exchange (str): exchange mode: ``"p2p"``, ``"broadcast"`` or ``"cached"`` (SANCUS;
-            configured by the ``cache_*``/``staleness*`` options) on a vertex partition;
-            ``"cd-0"``, ``"cd-<r>"`` or ``"0c"`` on a vertex cut (``method="vertex-cut"``).
-            (default: ``"p2p"``)
+        exchange (str): exchange mode: ``"p2p"``, ``"broadcast"``, ``"cached"`` (SANCUS;
+            configured by the ``cache_*``/``staleness*`` options) or ``"rdm"`` (paper 003;
+            ``rdm_order``, ``replication``) on a vertex partition; ``"cd-0"``, ``"cd-<r>"`` or
+            ``"0c"`` on a vertex cut (``method="vertex-cut"``). (default: ``"p2p"``)
         loss_reduction (str): ``"mean"`` or ``"sum"``, see above. (default: ``"mean"``)
         timeout (float or timedelta): seconds a collective may wait before every rank fails with
             an error instead of hanging. (default: ``1800``)
@@ -106,6 +107,13 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         codec_tolerance (float): with ``"adaptive"``, the relative variance
             ``E‖Q(x) − x‖² / ‖x‖²`` int4 may add to a layer's messages before the layer is
             raised to int8. (default: ``0.01``)
+        rdm_order (str): ``exchange="rdm"``'s SpMM/GEMM order: ``"auto"`` (time each Pareto
+            order for a few steps, keep the fastest), ``"model"`` (the cost model's pick) or an
+            order string such as ``"dsds"``; see :mod:`lightning_gnn_dist.comm.rdm`.
+            (default: ``"auto"``)
+        replication (int, optional): ``exchange="rdm"``: ranks per row panel of ``Â`` (a
+            divisor of the world size; ``None`` = every rank holds all of ``Â``). (default:
+            ``None``)
         **kwargs: passed to :class:`DDPStrategy` (``process_group_backend``, ``cluster_environment``,
             ...). gloo is used on CPU, NCCL on GPU.
     """
@@ -124,6 +132,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         grad_clip: float | None = None,
         codec: str | dict[str, Any] = "fp32",
         codec_tolerance: float = DEFAULT_TOLERANCE,
+        rdm_order: str = "auto",
+        replication: int | None = None,
         **kwargs: Any,
     ) -> None:
         resolve_exchange_mode(exchange)  # raises ValueError listing the known modes
@@ -144,6 +154,14 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 "grad_clip": grad_clip,
             }
         self.codec_policy = CodecPolicy(codec, tolerance=codec_tolerance)  # validates the spec
+        if exchange == "rdm":
+            check_codec_option(self.codec_policy)
+            check_order_option(rdm_order)
+            if replication is not None and (not isinstance(replication, int) or replication < 1):
+                raise ValueError(
+                    f"replication must be a positive number of ranks per panel (got {replication!r})"
+                )
+            self.exchange_options = {"order": rdm_order, "replication": replication}
         self.loss_reduction = loss_reduction
         self.comm_counters = {stage: CommCounter() for stage in STAGES}
         self.graph_context: GraphContext | None = None
@@ -196,7 +214,13 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 f"the graph is partitioned into {partition.num_parts} parts but {self.world_size} processes run; "
                 "set num_parts to the world size (devices x num_nodes) or change devices"
             )
-        if getattr(datamodule, "loader", "full") == "neighbor":
+        loader = getattr(datamodule, "loader", "full")
+        if self.exchange_mode == "rdm" and loader != "full":
+            raise ValueError(
+                f"exchange='rdm' trains full-batch (loader='full'); loader={loader!r} needs a "
+                "halo exchange such as exchange='p2p'"
+            )
+        if loader == "neighbor":
             # Sampling and feature fetch happen in the loader; the model sees a local batch.
             # Its layers are still made distributed: outside a graph context they are the PyG
             # layers, inside one (eval_loader="full") they exchange halo rows.
@@ -207,13 +231,13 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             distribute(self.lightning_module)
             super().setup(trainer)
             return
+        distribute(self.lightning_module)
         self.graph_context = self._make_context(partition, self.comm_counters["train"])
         self._restore_rank_state(trainer, self.graph_context.exchange)
         if self.loss_reduction == "mean" and partition.train_mask is not None:
             local = int(partition.train_mask.sum())
             self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
         self._full_loss_weight = self._loss_weight
-        distribute(self.lightning_module)
         # distribute() already synchronised every BatchNorm (on CPU too); torch's SyncBatchNorm,
         # which Trainer(sync_batchnorm=True) would swap in, needs a GPU and would undo that.
         self._layer_sync = None
@@ -365,7 +389,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         exchange = make_exchange(
             self.exchange_mode, partition, counter, codec=self.codec_policy, **self.exchange_options
         )
-        return make_graph_context(partition, exchange)
+        context = make_graph_context(partition, exchange)
+        context.prepare(self.lightning_module)  # rdm binds the model's layers here
+        return context
 
     def training_step(self, *args: Any, **kwargs: Any):
         batch = args[0] if args else kwargs.get("batch")

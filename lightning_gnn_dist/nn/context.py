@@ -94,14 +94,29 @@ class GraphContext:
         ``aggregate`` forward hook): return replacement aggregates, or ``None`` to keep them."""
         return None
 
+    def layer_output(self, module, x: Tensor) -> Tensor | None:
+        """A context that computes whole layers itself (``rdm``) returns ``module``'s output
+        for input ``x`` here; ``None`` (this context) lets the layer run with the halo rows of
+        :attr:`exchange`."""
+        return None
+
+    def prepare(self, model) -> None:
+        """Called once with the model (after :func:`~lightning_gnn_dist.nn.distribute`) before
+        the first step, on every rank; contexts that must know the model's layers in advance
+        (``rdm``) bind them here. Nothing to do for a halo exchange."""
+        return None
+
 
 CONTEXTS: dict[str, type[GraphContext]] = {"vertex": GraphContext}
-"""Graph context class per partition kind (``partition.kind``, ``"vertex"`` if absent)."""
+"""Graph context class per partition kind (``partition.kind``, ``"vertex"`` if absent), or per
+exchange for modes with a context of their own (``exchange.graph_context``, e.g. ``"rdm"``)."""
 
 
 def make_graph_context(partition, exchange: HaloExchange) -> GraphContext:
-    """The graph context for ``partition``'s kind (vertex partition or vertex cut)."""
-    return CONTEXTS[getattr(partition, "kind", "vertex")](partition, exchange)
+    """The graph context of ``exchange`` if it names one (``rdm``), else of ``partition``'s
+    kind (vertex partition or vertex cut)."""
+    kind = getattr(exchange, "graph_context", None) or getattr(partition, "kind", "vertex")
+    return CONTEXTS[kind](partition, exchange)
 
 
 @contextmanager

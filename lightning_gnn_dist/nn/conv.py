@@ -1,10 +1,11 @@
-"""Distributed GCN, GraphSAGE and GAT convolutions.
+"""Distributed GCN, GraphSAGE, GraphConv and GAT convolutions.
 
 Each is a subclass of the PyG layer with the same parameters and state dict. Outside a graph
 context it *is* the PyG layer; inside one (see :mod:`lightning_gnn_dist.nn.context`) ``x`` holds
 the owned rows ``[num_owned, d]``, ``edge_index`` the local graph (sources ``[owned | halo]``),
 and the layer fetches the halo rows through the context's exchange. The output has the owned
-rows only.
+rows only. A context that computes whole layers (``exchange="rdm"``) answers
+:meth:`~lightning_gnn_dist.nn.context.GraphContext.layer_output` instead.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch_geometric.nn import GATConv, GCNConv, SAGEConv
+from torch_geometric.nn import GATConv, GCNConv, GraphConv, SAGEConv
 from torch_geometric.utils import is_sparse
 
 from lightning_gnn_dist.data.csr import CSRAdjacency, tensor_cache
@@ -59,6 +60,9 @@ class DistGCNConv(_Distributed, GCNConv):
                 f"GCNConv ({self._name()}): edge_weight is not supported in distributed mode (the "
                 "global normalisation comes from the partition's degrees); call it without one"
             )
+        out = ctx.layer_output(self, x)
+        if out is not None:
+            return out
         owned, halo_matrix = ctx.gcn_matrices(self.add_self_loops, self.improved, self.normalize)
         transform_first = self.out_channels <= self.in_channels
         h = self.lin(x) if transform_first else x
@@ -137,6 +141,10 @@ class DistSAGEConv(_Distributed, SAGEConv):
 
     def forward(self, x: Tensor, edge_index, size=None) -> Tensor:
         ctx = current_graph_context()
+        if ctx is not None and isinstance(x, Tensor):
+            out = ctx.layer_output(self, x)  # a context that runs whole layers (rdm)
+            if out is not None:
+                return out
         x_src = x[0] if isinstance(x, (tuple, list)) else x
         if (
             isinstance(x_src, Tensor)
@@ -176,6 +184,23 @@ class DistSAGEConv(_Distributed, SAGEConv):
         return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
 
 
+class DistGraphConv(_Distributed, GraphConv):
+    """:class:`torch_geometric.nn.GraphConv` on the local graph; neighbours' rows come from the
+    halo exchange (the sum or mean over in-neighbours is exact: a rank holds every in-edge of its
+    vertices)."""
+
+    def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None, size=None):
+        ctx = current_graph_context()
+        if ctx is None or not isinstance(x, Tensor):
+            return super().forward(x, edge_index, edge_weight, size)
+        out = None if edge_weight is not None else ctx.layer_output(self, x)
+        if out is not None:
+            return out
+        halo = ctx.exchange(x, self._name())
+        x_all = torch.cat([x, halo])
+        return super().forward((x_all, x), edge_index, edge_weight, (x_all.size(0), x.size(0)))
+
+
 class DistGATConv(_Distributed, GATConv):
     """:class:`torch_geometric.nn.GATConv` on the local graph (halo rows from the exchange;
     attention softmax is over each owned vertex's full in-neighbourhood, hence exact)."""
@@ -195,8 +220,16 @@ class DistGATConv(_Distributed, GATConv):
             raise NotImplementedError(
                 "return_attention_weights is not supported in distributed mode"
             )
+        out = ctx.layer_output(self, x)
+        if out is not None:
+            return out
         halo = ctx.exchange(x, self._name())
         return super().forward(torch.cat([x, halo]), edge_index, edge_attr)[: x.size(0)]
 
 
-DISTRIBUTED_LAYERS = {GCNConv: DistGCNConv, SAGEConv: DistSAGEConv, GATConv: DistGATConv}
+DISTRIBUTED_LAYERS = {
+    GCNConv: DistGCNConv,
+    SAGEConv: DistSAGEConv,
+    GATConv: DistGATConv,
+    GraphConv: DistGraphConv,
+}

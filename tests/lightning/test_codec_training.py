@@ -87,6 +87,8 @@ def test_bad_codec_is_refused_and_the_fetch_gets_the_codec():
     with pytest.raises(ValueError, match="sideways"):
         GNNStrategy(codec={"forward": "int8", "sideways": "fp16"})
     assert "codec='bf16'" in repr(GNNStrategy(codec="bf16"))
+    with pytest.raises(ValueError, match="exchange='rdm' sends fp32 only"):
+        GNNStrategy(exchange="rdm", codec="int8")
 
     class Store:
         codec = CodecPolicy()
