@@ -1,7 +1,9 @@
 """``python -m lightning_gnn_dist``: the command dispatcher.
 
 ``partition`` and ``partition-compare`` are argparse commands (:mod:`.partition`);
-``fit|validate|test|predict`` are the LightningCLI (:mod:`lightning_gnn_dist.lightning.cli`).
+``fit|validate|test|predict`` are the LightningCLI (:mod:`lightning_gnn_dist.lightning.cli`);
+``emulate`` runs a command on an emulated cluster (:mod:`.emulate`); ``probe`` measures the
+network between the ranks it runs on (:mod:`.probe`).
 Bad input ends with exit code 2 and one ``error: ...`` line on stderr.
 """
 
@@ -29,6 +31,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return 0
     try:
+        if args and args[0] == "emulate":
+            from lightning_gnn_dist.cli.emulate import run_emulate_command
+
+            return run_emulate_command(args[1:])
+        if args and args[0] == "probe":
+            from lightning_gnn_dist.cli.probe import run_probe_command
+
+            return run_probe_command(args[1:])
         return run_partition_command(args)
     except (ValueError, OSError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)

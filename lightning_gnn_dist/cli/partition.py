@@ -13,13 +13,21 @@ from rich.console import Console
 from lightning_gnn_dist.cli.common import OneLineErrorParser, print_table
 
 PARTITION_COMMANDS = ("partition", "partition-compare")
+COMPARED_EXCHANGES = ("p2p", "broadcast", "rdm")
+"""Modes whose predicted epoch time ``partition-compare --widths`` prints side by side."""
 
 
 def _partition_parser() -> argparse.ArgumentParser:
     from lightning_gnn_dist.partition import PARTITIONERS
     from lightning_gnn_dist.partition.compare import DEFAULT_METHODS
 
-    parser = OneLineErrorParser(prog="python -m lightning_gnn_dist", description=__doc__)
+    parser = OneLineErrorParser(
+        prog="python -m lightning_gnn_dist",
+        description=__doc__,
+        epilog="other commands: fit, validate, test, predict (the LightningCLI: --help after "
+        "the command); emulate (run a multi-node command on an emulated cluster on this "
+        "machine); probe (measure the network between the ranks)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     common = OneLineErrorParser(add_help=False)
     common.add_argument(
@@ -89,8 +97,9 @@ def _partition_parser() -> argparse.ArgumentParser:
     cmp.add_argument(
         "--exchange",
         default="p2p",
-        choices=["p2p", "broadcast", "cached"],
-        help="exchange mode of the predicted epoch time (default: p2p)",
+        choices=["p2p", "broadcast", "cached", "rdm"],
+        help="exchange mode of the 'pred. epoch ms' column; p2p, broadcast and rdm (paper 003, "
+        "the cost model's order) are also printed beside it (default: p2p)",
     )
     cmp.add_argument(
         "--plot",
@@ -101,8 +110,10 @@ def _partition_parser() -> argparse.ArgumentParser:
 
 
 def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespace) -> None:
-    """``predicted_epoch_seconds`` per row from the cost model (``None`` for a vertex cut)."""
-    from lightning_gnn_dist.costmodel import calibrate, predict_epoch
+    """``predicted_epoch_seconds`` (``--exchange``), ``predicted_epoch_seconds_by_exchange``
+    (p2p, broadcast, rdm) and ``rdm_order`` per row from the cost model (``None`` for a vertex
+    cut)."""
+    from lightning_gnn_dist.costmodel import NETWORKS, calibrate, predict_epoch, rdm_pick
     from lightning_gnn_dist.partition.metrics import PartitionMetrics
 
     try:
@@ -112,13 +123,18 @@ def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespa
             f"--widths {args.widths!r}: give comma-separated integers, e.g. 64,16,8"
         ) from None
     costs = calibrate(dims)
+    modes = list(dict.fromkeys([args.exchange, *COMPARED_EXCHANGES]))
     for row in rows:
         m = metrics[row["method"]]
-        row["predicted_epoch_seconds"] = (
-            predict_epoch(m, dims, costs, args.network, args.exchange).epoch_seconds
-            if isinstance(m, PartitionMetrics)
-            else None
-        )
+        if not isinstance(m, PartitionMetrics):
+            row["predicted_epoch_seconds"] = None
+            continue
+        seconds = {
+            mode: predict_epoch(m, dims, costs, args.network, mode).epoch_seconds for mode in modes
+        }
+        row["predicted_epoch_seconds"] = seconds[args.exchange]
+        row["predicted_epoch_seconds_by_exchange"] = seconds
+        row["rdm_order"] = rdm_pick(m, dims, costs, NETWORKS[args.network])
 
 
 def parse_options(items: Sequence[str]) -> dict[str, object]:

@@ -13,6 +13,8 @@ mode           what moves per layer and direction                      module
 ``cd-0``       partial aggregates of split vertices (vertex cut)         :mod:`.vertex_cut`
 ``cd-<r>``     the same, delayed ``r`` epochs in bins                    :mod:`.vertex_cut`
 ``0c``         nothing                                                   :mod:`.vertex_cut`
+``rdm``        no halo: one all-to-all per switch between row and        :mod:`.rdm`,
+               column slices; Â replicated (paper 003)                   :mod:`.rdm_plan`
 ============== ======================================================= =========================
 """
 
@@ -28,6 +30,7 @@ from lightning_gnn_dist.comm.broadcast import BroadcastExchange
 from lightning_gnn_dist.comm.cached import CachedExchange
 from lightning_gnn_dist.comm.counters import CommCounter, Traffic
 from lightning_gnn_dist.comm.p2p import P2PExchange
+from lightning_gnn_dist.comm.rdm import RDMExchange
 from lightning_gnn_dist.comm.vertex_cut import (
     DelayedPartialAggregateSync,
     NoSync,
@@ -45,6 +48,7 @@ __all__ = [
     "P2PExchange",
     "PartialAggregateSync",
     "PendingHalo",
+    "RDMExchange",
     "Traffic",
     "Transfer",
     "make_exchange",

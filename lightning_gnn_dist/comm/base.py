@@ -23,7 +23,15 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.autograd import Function
 
-from lightning_gnn_dist.comm.counters import CommCounter
+from lightning_gnn_dist.comm.codec import (
+    CONTROL_LAYER,
+    IDENTITY,
+    Codec,
+    CodecPolicy,
+    all_to_all_rows,
+    row_bytes,
+)
+from lightning_gnn_dist.comm.counters import CommCounter, Traffic
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.partition.metrics import PartitionMetrics
 
@@ -45,6 +53,12 @@ class Transfer:
             self.result, self._on_done = self._on_done(self.result), None
         return self.result
 
+    def then(self, step) -> Transfer:
+        """This transfer with ``step`` applied to its result after its own ``on_done``."""
+        first = self._on_done
+        self._on_done = step if first is None else (lambda result: step(first(result)))
+        return self
+
 
 @dataclass
 class PendingHalo:
@@ -58,7 +72,8 @@ class PendingHalo:
 
     def wait(self) -> Tensor:
         """``[num_halo, d]`` halo rows of the layer input."""
-        return _FinishExchange.apply(self.token, self)
+        token, self.token = self.token, None  # no cycle pending → token → its node → pending
+        return _FinishExchange.apply(token, self)
 
 
 class HaloExchange(ABC):
@@ -68,6 +83,11 @@ class HaloExchange(ABC):
         partition: this rank's :class:`LocalPartition`.
         counter: where bytes and messages are recorded. (default: a new :class:`CommCounter`)
         group: process group whose ranks are the parts. (default: the world group)
+        codec: how rows travel in training rounds: a
+            :class:`~lightning_gnn_dist.comm.codec.CodecPolicy` or its spec (``"fp32"``,
+            ``"fp16"``, ``"bf16"``, ``"int8"``, ``"int4"``, ``"adaptive"``, or a mapping per
+            direction or layer). Evaluation rounds (``begin_round(None)``) always send ``fp32``.
+            (default: ``"fp32"``, rows as they are)
     """
 
     mode: ClassVar[str] = ""
@@ -76,7 +96,11 @@ class HaloExchange(ABC):
     """The partition kind the mode runs on (``"vertex"`` or ``"vertex-cut"``)."""
 
     def __init__(
-        self, partition: LocalPartition, counter: CommCounter | None = None, group=None
+        self,
+        partition: LocalPartition,
+        counter: CommCounter | None = None,
+        group=None,
+        codec: CodecPolicy | str | dict | None = None,
     ) -> None:
         kind = getattr(partition, "kind", "vertex")
         if kind != self.partition_kind:
@@ -88,6 +112,8 @@ class HaloExchange(ABC):
         self.partition = partition
         self.counter = counter if counter is not None else CommCounter()
         self.group = group
+        self.codec_policy = CodecPolicy.coerce("fp32" if codec is None else codec)
+        self._training = True  # evaluation rounds send fp32 whatever the codec
         self.rank = partition.part_id
         self.world_size = partition.num_parts
         self._send_counts = partition.send_counts.tolist()
@@ -128,9 +154,20 @@ class HaloExchange(ABC):
 
     def begin_round(self, epoch: int | None) -> None:
         """Called by the strategy before every step: ``epoch`` in training, ``None`` in
-        validation/test/predict. Exact modes ignore it; approximate ones (``cached``) use it as
-        the version stamp and exchange exactly when it is ``None``."""
-        return None
+        validation/test/predict. The codec applies to training rounds only (and the adaptive
+        codec re-chooses its bit-widths at the first round of an epoch); approximate modes
+        (``cached``) also use it as the version stamp and exchange exactly when it is ``None``.
+        Collective when the codec is adaptive."""
+        self._training = epoch is not None
+        self.codec_policy.begin_round(epoch, self.group, self.counter)
+
+    def _codec(self, layer: str, direction: str) -> Codec:
+        """The codec of this round's ``(layer, direction)`` messages (``fp32`` outside training)."""
+        return self.codec_policy.codec(layer, direction) if self._training else IDENTITY
+
+    def _encode(self, codec: Codec, rows: Tensor, layer: str, direction: str) -> Tensor:
+        """``[n, d]`` rows → their wire form under ``codec`` (this rank's random stream)."""
+        return self.codec_policy.encode(codec, rows, layer, direction, self.rank)
 
     def state_dict(self) -> dict:
         """This rank's exchange state that a resumed run needs to continue exactly where it
@@ -156,6 +193,55 @@ class HaloExchange(ABC):
         """``[P, P]`` rows rank ``p`` sends to rank ``q`` per exchange in ``direction``, from the
         partition metrics (``None``: this mode makes no per-pair prediction)."""
         return None
+
+    def _all_to_all_rows(
+        self,
+        rows: Tensor,
+        send_counts: list[int],
+        recv_counts: list[int],
+        layer: str,
+        direction: str,
+    ) -> Tensor:
+        """One ``all_to_all_single`` of ``rows`` (``[Σ send_counts, d]``, grouped by receiving
+        rank) encoded by this round's codec of ``(layer, direction)``; returns the ``[Σ
+        recv_counts, d]`` decoded rows grouped by sending rank and records the bytes that leave
+        this rank (its own block stays local). For modes that move rows with collectives (RDM's
+        redistributions)."""
+        if self.world_size == 1:  # everything stays local: no process group needed
+            return rows
+        codec = self._codec(layer, direction)
+        width = rows.size(1)
+        wire = self._encode(codec, rows.contiguous(), layer, direction)
+        out = all_to_all_rows(wire, send_counts, recv_counts, codec, width, rows.dtype, self.group)
+        sent = [c if q != self.rank else 0 for q, c in enumerate(send_counts)]
+        received = [c if q != self.rank else 0 for q, c in enumerate(recv_counts)]
+        self.counter.record(
+            layer,
+            direction,
+            rows_sent=sum(sent),
+            rows_received=sum(received),
+            width=width,
+            element_size=rows.element_size(),
+            messages_sent=sum(1 for c in sent if c),
+            messages_received=sum(1 for c in received if c),
+            rows_sent_to=sent,
+            row_bytes=codec.row_bytes(width, rows.element_size()),
+            codec=codec.name,
+        )
+        return out
+
+    def predicted_bytes_sent(
+        self, metrics: PartitionMetrics, layer: str, direction: str, traffic: Traffic
+    ) -> np.ndarray:
+        """``[P]`` bytes each rank sends in ``traffic.calls`` exchanges of ``(layer,
+        direction)``: the predicted rows times the bytes per row of the codec ``traffic``
+        records (what :class:`~lightning_gnn_dist.lightning.callbacks.CommunicationMonitor`
+        compares with the counters). The adaptive codec's agreement (layer
+        :data:`~lightning_gnn_dist.comm.codec.CONTROL_LAYER`) is one row of float64 per rank."""
+        if layer == CONTROL_LAYER:
+            return np.full(metrics.num_parts, traffic.width * 8 * traffic.calls)
+        rows = self.predicted_rows_sent(metrics, direction)  # cd-r: a mean over the calls
+        return np.rint(rows * traffic_row_bytes(traffic) * traffic.calls).astype(np.int64)
 
     @abstractmethod
     def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
@@ -186,8 +272,9 @@ class _StartExchange(Function):
 
     @staticmethod
     def backward(ctx, _grad_token: Tensor):
-        pending = ctx.pending
+        pending, ctx.pending = ctx.pending, None
         grad_owned = pending.exchange._timed_wait(pending.backward, pending.layer, "backward")
+        pending.backward = None
         return grad_owned, None
 
 
@@ -195,13 +282,20 @@ class _FinishExchange(Function):
     @staticmethod
     def forward(ctx, token: Tensor, pending: PendingHalo) -> Tensor:
         ctx.pending = pending
-        return pending.exchange._timed_wait(pending.forward, pending.layer, "forward")
+        halo = pending.exchange._timed_wait(pending.forward, pending.layer, "forward")
+        pending.forward = None  # the node keeps `pending`; `pending` keeps no tensor: no cycle
+        return halo
 
     @staticmethod
     def backward(ctx, grad_halo: Tensor):
-        pending = ctx.pending
+        pending, ctx.pending = ctx.pending, None
         pending.backward = pending.exchange._post_backward(grad_halo.contiguous(), pending.layer)
         return grad_halo.new_empty(0), None
+
+
+def traffic_row_bytes(traffic: Traffic) -> int:
+    """Bytes per row of ``traffic``'s width under the codec it records (``fp32`` by default)."""
+    return row_bytes(traffic.codec or "fp32", traffic.width)
 
 
 def _modes_for(kind: str) -> str:
@@ -232,10 +326,11 @@ def make_exchange(
     partition: LocalPartition,
     counter: CommCounter | None = None,
     group=None,
+    codec: CodecPolicy | str | dict | None = None,
     **options,
 ) -> HaloExchange:
     """Build the exchange ``mode`` (``p2p``, ``broadcast``, ``cached``; on a vertex cut
-    ``cd-0``, ``cd-<r>``, ``0c``); ``options`` go to its constructor (e.g. the ``cached`` mode's
-    staleness settings)."""
+    ``cd-0``, ``cd-<r>``, ``0c``) with ``codec`` (see :class:`HaloExchange`); ``options`` go to
+    its constructor (e.g. the ``cached`` mode's staleness settings)."""
     cls, parsed = resolve_exchange_mode(mode)
-    return cls(partition, counter=counter, group=group, **parsed, **options)
+    return cls(partition, counter=counter, group=group, codec=codec, **parsed, **options)

@@ -8,14 +8,16 @@ import torch.distributed as dist
 from torch import Tensor
 
 from lightning_gnn_dist.comm.base import HaloExchange, Transfer
+from lightning_gnn_dist.comm.codec import Codec
 from lightning_gnn_dist.partition.metrics import PartitionMetrics
 
 
 class BroadcastExchange(HaloExchange):
     """CAGNET 1D baseline: every rank broadcasts its whole block; receivers keep the halo rows.
 
-    Moves ``(P − 1) · N · d`` elements per layer and direction (backward: one reduce per block).
-    Blocks are processed one root at a time, so no rank holds the whole layer input.
+    Moves ``(P − 1) · N · d`` elements per layer and direction (backward: one reduce per block;
+    with a lossy codec the same rows travel encoded to the root, which sums them). Blocks are
+    processed one root at a time, so no rank holds the whole layer input.
     """
 
     mode = "broadcast"
@@ -52,7 +54,7 @@ class BroadcastExchange(HaloExchange):
     def _block_sizes(self) -> list[int]:
         return torch.diff(self.partition.part_offsets).tolist()
 
-    def _record(self, layer: str, direction: str, like: Tensor) -> None:
+    def _record(self, layer: str, direction: str, like: Tensor, codec: Codec) -> None:
         # Forward: this root's block goes to every peer. Backward (reduce): this rank sends a
         # partial gradient for every other block and receives one per peer for its own.
         sizes, peers = self._block_sizes(), self.world_size - 1
@@ -70,44 +72,94 @@ class BroadcastExchange(HaloExchange):
             messages_sent=peers,
             messages_received=peers,
             rows_sent_to=sent_to,
+            row_bytes=codec.row_bytes(like.size(1), like.element_size()),
+            codec=codec.name,
         )
 
     # The collectives block, so they run inside Transfer.wait: the exchange time is measured like
     # p2p's, and no local work could overlap them anyway.
     def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
-        self._record(layer, "forward", h_owned)
-        return Transfer([], h_owned, self._broadcast_blocks)
+        codec = self._codec(layer, "forward")
+        self._record(layer, "forward", h_owned, codec)
+        return Transfer([], h_owned, lambda h: self._broadcast_blocks(h, layer, codec))
 
     def _post_backward(self, grad_halo: Tensor, layer: str) -> Transfer:
-        self._record(layer, "backward", grad_halo)
-        return Transfer([], grad_halo, self._reduce_blocks)
+        codec = self._codec(layer, "backward")
+        self._record(layer, "backward", grad_halo, codec)
+        return Transfer([], grad_halo, lambda g: self._reduce_blocks(g, layer, codec))
 
-    def _broadcast_blocks(self, h_owned: Tensor) -> Tensor:
-        """``[num_owned, d]`` → ``[num_halo, d]``: one broadcast per root, halo rows kept."""
-        halo = [h_owned.new_empty(0, h_owned.size(1))]
+    def _halo_bounds(self) -> list[int]:
+        bounds = [0]
+        for count in self._recv_counts:
+            bounds.append(bounds[-1] + count)
+        return bounds
+
+    def _broadcast_blocks(
+        self,
+        h_owned: Tensor,
+        layer: str,
+        codec: Codec,
+        roots: list[bool] | None = None,
+        halo: Tensor | None = None,
+    ) -> Tensor:
+        """``[num_owned, d]`` → ``[num_halo, d]``: one broadcast per root (those ``roots``
+        flags, default all), halo rows kept; the halo rows of other roots keep ``halo``'s
+        values. A lossy codec encodes the root's block once; receivers decode their rows only."""
+        width = h_owned.size(1)
+        halo = h_owned.new_empty(self.partition.num_halo, width) if halo is None else halo
         if self.world_size == 1:
-            return halo[0]
+            return halo
+        bounds = self._halo_bounds()
         for root, (size, rows) in enumerate(zip(self._block_sizes(), self._blocks(), strict=True)):
-            block = h_owned if root == self.rank else h_owned.new_empty(size, h_owned.size(1))
+            if roots is not None and not roots[root]:
+                continue
+            if root == self.rank:
+                block = self._encode(codec, h_owned, layer, "forward")
+            else:
+                block = codec.empty(size, width, h_owned)
             dist.broadcast(block, src=self._peer(root), group=self.group)
             if root != self.rank:
-                halo.append(block.index_select(0, rows.to(block.device)))
-        return torch.cat(halo)
+                kept = block.index_select(0, rows.to(block.device))
+                halo[bounds[root] : bounds[root + 1]] = codec.decode(kept, width, h_owned.dtype)
+        return halo
 
-    def _reduce_blocks(self, grad_halo: Tensor) -> Tensor:
-        """``[num_halo, d]`` → ``[num_owned, d]``: one sum-reduce of a dense block per root."""
-        grad_owned = grad_halo.new_zeros(self.partition.num_owned, grad_halo.size(1))
+    def _reduce_blocks(
+        self, grad_halo: Tensor, layer: str, codec: Codec, roots: list[bool] | None = None
+    ) -> Tensor:
+        """``[num_halo, d]`` → ``[num_owned, d]``: per root (those ``roots`` flags, default
+        all) the sum of every peer's partial gradient of its block. Lossless: one sum-reduce of
+        a dense block per root. A lossy codec cannot be summed in flight: each peer sends its
+        encoded partial block to the root (the same rows as the reduce), which decodes and sums
+        them in rank order."""
+        width = grad_halo.size(1)
+        grad_owned = grad_halo.new_zeros(self.partition.num_owned, width)
         if self.world_size == 1:
             return grad_owned
-        offset = 0
-        for root, (size, rows) in enumerate(zip(self._block_sizes(), self._blocks(), strict=True)):
-            block = (
-                grad_owned if root == self.rank else grad_halo.new_zeros(size, grad_halo.size(1))
-            )
-            if root != self.rank:
+        bounds, sizes, blocks = self._halo_bounds(), self._block_sizes(), self._blocks()
+        active = [roots is None or roots[q] for q in range(self.world_size)]
+        ops, received = [], []
+        for root in range(self.world_size):
+            if not active[root]:
+                continue
+            if root == self.rank:
+                block = grad_owned
+            else:
+                block = grad_halo.new_zeros(sizes[root], width)
                 block.index_add_(
-                    0, rows.to(block.device), grad_halo[offset : offset + rows.numel()]
+                    0, blocks[root].to(block.device), grad_halo[bounds[root] : bounds[root + 1]]
                 )
-                offset += rows.numel()
-            dist.reduce(block, dst=self._peer(root), group=self.group)
+            if codec.lossless:
+                dist.reduce(block, dst=self._peer(root), group=self.group)
+            elif root != self.rank:
+                wire = self._encode(codec, block, layer, "backward")
+                ops.append(dist.P2POp(dist.isend, wire, self._peer(root), self.group))
+        if not codec.lossless and active[self.rank]:
+            for peer in range(self.world_size):
+                if peer != self.rank:
+                    received.append(codec.empty(sizes[self.rank], width, grad_halo))
+                    ops.append(dist.P2POp(dist.irecv, received[-1], self._peer(peer), self.group))
+        for request in dist.batch_isend_irecv(ops) if ops else []:
+            request.wait()
+        for wire in received:
+            grad_owned += codec.decode(wire, width, grad_halo.dtype)
         return grad_owned

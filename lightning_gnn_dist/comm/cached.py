@@ -45,6 +45,7 @@ from torch import Tensor
 
 from lightning_gnn_dist.comm.base import HaloExchange, Transfer
 from lightning_gnn_dist.comm.broadcast import BroadcastExchange
+from lightning_gnn_dist.comm.codec import IDENTITY, Codec
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.p2p import P2PExchange
 from lightning_gnn_dist.data.local import LocalPartition
@@ -96,10 +97,13 @@ class CachedExchange(HaloExchange):
         staleness_bound (float): ε_E or ε_A in epochs, or ε_H as a relative Frobenius norm;
             ``0`` sends every round. (default: ``1``)
         cache_backward (str): ``"drop"`` or ``"fresh"`` (see the module docs; ``"drop"`` saves
-            twice the bytes at the same accuracy in ``benchmarks/cached.py``).
+            twice the bytes at the same accuracy in ``python -m benchmarks.cached``).
             (default: ``"drop"``)
         grad_clip (float, optional): clip the returned halo gradients to L2 norm
             ``√P · grad_clip``; ``None`` disables it. (default: ``None``)
+        codec: how the rows that are sent travel (see
+            :class:`~lightning_gnn_dist.comm.base.HaloExchange`); the cache keeps the decoded
+            rows and ``bytes_avoided`` counts encoded bytes. (default: ``"fp32"``)
     """
 
     mode = "cached"
@@ -115,11 +119,12 @@ class CachedExchange(HaloExchange):
         staleness_bound: float = 1.0,
         cache_backward: str = "drop",
         grad_clip: float | None = None,
+        codec=None,
     ) -> None:
         check_cache_options(cache_base, staleness, staleness_bound, cache_backward, grad_clip)
         self.base: HaloExchange | None = None
-        super().__init__(partition, counter, group)
-        self.base = CACHE_BASES[cache_base](partition, self.counter, group)
+        super().__init__(partition, counter, group, codec=codec)
+        self.base = CACHE_BASES[cache_base](partition, self.counter, group, codec=self.codec_policy)
         self.cache_base, self.staleness, self.cache_backward = cache_base, staleness, cache_backward
         self.staleness_bound = float(staleness_bound)
         self.grad_clip = grad_clip
@@ -150,6 +155,8 @@ class CachedExchange(HaloExchange):
             self.base.counter = counter
 
     def begin_round(self, epoch: int | None) -> None:
+        super().begin_round(epoch)
+        self.base._training = self._training
         self._epoch = epoch
 
     def predicted_rows_sent(self, metrics: PartitionMetrics, direction: str) -> np.ndarray:
@@ -175,22 +182,27 @@ class CachedExchange(HaloExchange):
         halo = self._cache.get(layer)
         halo = h_owned.new_empty(self.partition.num_halo, h_owned.size(1)) if halo is None else halo
         halo = halo.clone()
+        codec = self._codec(layer, "forward")
         if self.cache_base == "p2p":
-            requests = self.base._post(
+            self._record_p2p(layer, "forward", flags[self.rank], flags, h_owned, codec)
+            transfer = self.base._move(
                 own_rows,
                 self._send_counts,
-                halo,
                 self._recv_counts,
+                layer,
+                "forward",
+                codec,
                 send_to=[flags[self.rank]] * self.world_size,
                 recv_from=flags,
+                into=halo,
             )
-            self._record_p2p(layer, "forward", flags[self.rank], flags, h_owned)
-            return Transfer(requests, halo, lambda rows: self._store(layer, rows, flags))
+            return transfer.then(lambda rows: self._store(layer, rows, flags))
 
         def broadcast(rows: Tensor) -> Tensor:
-            return self._store(layer, self._broadcast_active(h_owned, rows, flags), flags)
+            rows = self.base._broadcast_blocks(h_owned, layer, codec, roots=flags, halo=rows)
+            return self._store(layer, rows, flags)
 
-        self._record_broadcast(layer, "forward", flags, h_owned)
+        self._record_broadcast(layer, "forward", flags, h_owned, codec)
         return Transfer([], halo, broadcast)
 
     def _agree(self, layer: str, own_rows: Tensor) -> list[bool]:
@@ -240,23 +252,6 @@ class CachedExchange(HaloExchange):
         self._note_ages(layer, "forward", ages)
         return halo
 
-    def _broadcast_active(self, h_owned: Tensor, halo: Tensor, flags: list[bool]) -> Tensor:
-        """Broadcast the blocks of this round's senders; other blocks stay as cached."""
-        bounds = np.concatenate([[0], np.cumsum(self._recv_counts)])
-        blocks, sizes = self.base._blocks(), self.base._block_sizes()
-        for root in range(self.world_size):
-            if not flags[root]:
-                continue
-            block = (
-                h_owned if root == self.rank else h_owned.new_empty(sizes[root], h_owned.size(1))
-            )
-            dist.broadcast(block, src=self._peer(root), group=self.group)
-            if root != self.rank:
-                halo[bounds[root] : bounds[root + 1]] = block.index_select(
-                    0, blocks[root].to(block.device)
-                )
-        return halo
-
     # -- backward -----------------------------------------------------------------------------
     def _post_backward(self, grad_halo: Tensor, layer: str) -> Transfer:
         if self._epoch is None:
@@ -279,48 +274,36 @@ class CachedExchange(HaloExchange):
         # drop: gradients go back only to the owners that sent fresh rows this round.
         returning = [f and s for f, s in zip(flags, self._sources, strict=True)]
         self._note_ages(layer, "backward", [0] * sum(returning))
+        codec = self._codec(layer, "backward")
         if self.cache_base == "p2p":
             recv = grad_halo.new_zeros(int(self.partition.send_index.numel()), grad_halo.size(1))
-            requests = self.base._post(
+            self._record_p2p(layer, "backward", None, flags, grad_halo, codec)
+            transfer = self.base._move(
                 grad_halo,
                 self._recv_counts,
-                recv,
                 self._send_counts,
+                layer,
+                "backward",
+                codec,
                 send_to=flags,
                 recv_from=[flags[self.rank]] * self.world_size,
+                into=recv,
             )
-            self._record_p2p(layer, "backward", None, flags, grad_halo)
-            index = self.partition.send_index.to(grad_halo.device)
-            num_owned = self.partition.num_owned
-
-            def scatter(rows: Tensor) -> Tensor:
-                return rows.new_zeros(num_owned, rows.size(1)).index_add_(0, index, rows)
-
-            return Transfer(requests, recv, scatter)
-        self._record_broadcast(layer, "backward", flags, grad_halo)
-        return Transfer([], grad_halo, lambda g: self._reduce_active(g, flags))
-
-    def _reduce_active(self, grad_halo: Tensor, flags: list[bool]) -> Tensor:
-        """One sum-reduce per root that sent this round; other roots get no gradient."""
-        grad_owned = grad_halo.new_zeros(self.partition.num_owned, grad_halo.size(1))
-        bounds = np.concatenate([[0], np.cumsum(self._recv_counts)])
-        sizes, blocks = self.base._block_sizes(), self.base._blocks()
-        for root in range(self.world_size):
-            if not flags[root]:
-                continue
-            if root == self.rank:
-                block = grad_owned
-            else:
-                block = grad_halo.new_zeros(sizes[root], grad_halo.size(1))
-                block.index_add_(
-                    0, blocks[root].to(block.device), grad_halo[bounds[root] : bounds[root + 1]]
-                )
-            dist.reduce(block, dst=self._peer(root), group=self.group)
-        return grad_owned
+            return self.base._scatter_to_owned(transfer, grad_halo)
+        self._record_broadcast(layer, "backward", flags, grad_halo, codec)
+        return Transfer(
+            [], grad_halo, lambda g: self.base._reduce_blocks(g, layer, codec, roots=flags)
+        )
 
     # -- counting -----------------------------------------------------------------------------
     def _record_p2p(
-        self, layer: str, direction: str, sending: bool | None, flags: list[bool], like: Tensor
+        self,
+        layer: str,
+        direction: str,
+        sending: bool | None,
+        flags: list[bool],
+        like: Tensor,
+        codec: Codec,
     ) -> None:
         """Bytes of a partial p2p round. Forward: send all planned rows iff ``sending``, receive
         from flagged sources. Backward (drop): return to flagged owners, receive iff this rank
@@ -338,11 +321,12 @@ class CachedExchange(HaloExchange):
             c if (own if direction == "backward" else flags[q]) else 0
             for q, c in enumerate(recv_counts)
         ]
-        self.base._record(layer, direction, sent, received, like)
-        self._note_round(layer, direction, sum(send_counts), sum(send_counts) - sum(sent), like)
+        self.base._record(layer, direction, sent, received, like, codec)
+        avoided = sum(send_counts) - sum(sent)
+        self._note_round(layer, direction, sum(send_counts), avoided, like, codec)
 
     def _record_broadcast(
-        self, layer: str, direction: str, flags: list[bool], like: Tensor
+        self, layer: str, direction: str, flags: list[bool], like: Tensor, codec: Codec
     ) -> None:
         sizes, peers = self.base._block_sizes(), self.world_size - 1
         own = sizes[self.rank] * peers if flags[self.rank] else 0
@@ -364,9 +348,11 @@ class CachedExchange(HaloExchange):
             element_size=like.element_size(),
             messages_sent=messages[0],
             messages_received=messages[1],
+            row_bytes=codec.row_bytes(like.size(1), like.element_size()),
+            codec=codec.name,
         )
         full = self._broadcast_full(direction)
-        self._note_round(layer, direction, full, full - sent, like)
+        self._note_round(layer, direction, full, full - sent, like, codec)
 
     def _broadcast_full(self, direction: str) -> int:
         """Rows this rank sends in an exact broadcast round in ``direction``."""
@@ -379,7 +365,13 @@ class CachedExchange(HaloExchange):
         return self.statistics.setdefault((layer, direction), CacheTraffic())
 
     def _note_round(
-        self, layer: str, direction: str, full_rows: int, rows_avoided: int, like: Tensor
+        self,
+        layer: str,
+        direction: str,
+        full_rows: int,
+        rows_avoided: int,
+        like: Tensor,
+        codec: Codec = IDENTITY,
     ) -> None:
         """Count a round as sent or skipped (only when the exact base would send rows)."""
         stats = self._traffic(layer, direction)
@@ -388,7 +380,7 @@ class CachedExchange(HaloExchange):
         stats.rounds_sent += int(rows_avoided < full_rows)
         stats.rounds_skipped += int(rows_avoided == full_rows)
         stats.rows_avoided += rows_avoided
-        stats.bytes_avoided += rows_avoided * like.size(1) * like.element_size()
+        stats.bytes_avoided += rows_avoided * codec.row_bytes(like.size(1), like.element_size())
 
     def _note_ages(self, layer: str, direction: str, ages: list[int]) -> None:
         stats = self._traffic(layer, direction)

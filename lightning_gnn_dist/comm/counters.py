@@ -6,15 +6,19 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 
 @dataclass
 class Traffic:
     """What one rank moved for one (layer, direction) since the last reset.
 
-    ``rows_*`` are feature rows, ``bytes_*`` their payload bytes, ``messages_*`` point-to-point
-    messages (one per peer and exchange), ``seconds`` the time spent waiting for completion.
-    ``bytes_sent_to`` splits ``bytes_sent`` by receiving rank (``[P]``) when the exchange mode
-    reports it (``None`` otherwise).
+    ``rows_*`` are feature rows, ``bytes_*`` the bytes on the wire (the encoded rows: payload
+    plus the codec's zero points and scales), ``messages_*`` point-to-point messages (one per
+    peer and exchange), ``seconds`` the time spent waiting for completion. ``bytes_sent_to``
+    splits ``bytes_sent`` by receiving rank (``[P]``) when the exchange mode reports it (``None``
+    otherwise). ``codec`` names the :mod:`~lightning_gnn_dist.comm.codec` of the last record
+    (``""`` for records without one, such as control flags).
     """
 
     rows_sent: int = 0
@@ -27,6 +31,7 @@ class Traffic:
     width: int = 0
     seconds: float = 0.0
     bytes_sent_to: list[int] | None = None
+    codec: str = ""
 
 
 class CommCounter:
@@ -35,6 +40,7 @@ class CommCounter:
 
     def __init__(self) -> None:
         self._traffic: dict[tuple[str, str], Traffic] = defaultdict(Traffic)
+        self._predicted: dict[tuple[str, str], np.ndarray] = {}
 
     def record(
         self,
@@ -48,20 +54,43 @@ class CommCounter:
         messages_sent: int,
         messages_received: int,
         rows_sent_to: Sequence[int] | None = None,
+        row_bytes: int | None = None,
+        codec: str = "",
     ) -> None:
+        """Add one exchange: ``rows_*`` rows of ``width`` elements of ``element_size`` bytes, on
+        the wire ``row_bytes`` bytes per row (default ``width · element_size``: no codec)."""
         t = self._traffic[(layer, direction)]
+        per_row = width * element_size if row_bytes is None else row_bytes
         if rows_sent_to is not None:
-            sent_to = [r * width * element_size for r in rows_sent_to]
+            sent_to = [r * per_row for r in rows_sent_to]
             previous = t.bytes_sent_to or [0] * len(sent_to)
             t.bytes_sent_to = [a + b for a, b in zip(previous, sent_to, strict=True)]
         t.rows_sent += rows_sent
         t.rows_received += rows_received
-        t.bytes_sent += rows_sent * width * element_size
-        t.bytes_received += rows_received * width * element_size
+        t.bytes_sent += rows_sent * per_row
+        t.bytes_received += rows_received * per_row
         t.messages_sent += messages_sent
         t.messages_received += messages_received
         t.calls += 1
         t.width = width
+        t.codec = codec
+
+    def add_predicted(self, layer: str, direction: str, peer_bytes: np.ndarray) -> None:
+        """Add a prediction made as the work runs, for modes whose traffic depends on more than
+        the partition (``rdm``: the order in use): ``peer_bytes[p, q]`` bytes rank ``p`` sends
+        rank ``q`` (``[P, P]``, the same on every rank)."""
+        key = (layer, direction)
+        previous = self._predicted.get(key)
+        self._predicted[key] = peer_bytes if previous is None else previous + peer_bytes
+
+    def predicted_peer_bytes(self, layer: str, direction: str) -> np.ndarray | None:
+        """``[P, P]`` bytes predicted by :meth:`add_predicted` since the last reset (``None``:
+        no prediction was recorded for this layer and direction)."""
+        return self._predicted.get((layer, direction))
+
+    def predicted_items(self) -> list[tuple[str, str, np.ndarray]]:
+        """``(layer, direction, [P, P] bytes)`` of every recorded prediction, sorted."""
+        return [(layer, d, b) for (layer, d), b in sorted(self._predicted.items())]
 
     def add_seconds(self, layer: str, direction: str, seconds: float) -> None:
         self._traffic[(layer, direction)].seconds += seconds
@@ -78,3 +107,4 @@ class CommCounter:
 
     def reset(self) -> None:
         self._traffic.clear()
+        self._predicted.clear()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 import torch.distributed as dist
 from torch import Tensor
 
 from lightning_gnn_dist.comm.base import HaloExchange, Transfer
+from lightning_gnn_dist.comm.codec import Codec
 from lightning_gnn_dist.partition.metrics import PartitionMetrics
 
 
@@ -14,7 +16,8 @@ class P2PExchange(HaloExchange):
     """Point-to-point exchange of exactly the planned rows (paper 000 Alg. 1–2).
 
     Per exchange a rank sends ``Σ send_counts`` rows in one message per peer that needs any and
-    receives ``num_halo`` rows; backward moves the same rows the other way.
+    receives ``num_halo`` rows; backward moves the same rows the other way. Rows travel encoded
+    by the exchange's codec (:meth:`_move`), which the vertex-cut modes and ``cached`` reuse.
     """
 
     mode = "p2p"
@@ -58,9 +61,56 @@ class P2PExchange(HaloExchange):
             offset += count
         return dist.batch_isend_irecv(ops) if ops else []
 
+    def _move(
+        self,
+        rows: Tensor,
+        send_counts: list[int],
+        recv_counts: list[int],
+        layer: str,
+        direction: str,
+        codec: Codec,
+        send_to: list[bool] | None = None,
+        recv_from: list[bool] | None = None,
+        into: Tensor | None = None,
+    ) -> Transfer:
+        """Post ``rows`` (``[Σ send_counts, d]``, grouped by peer) encoded by ``codec``; the
+        transfer's result is the ``[Σ recv_counts, d]`` decoded rows received, grouped by peer.
+        Peers left out by ``recv_from`` keep ``into``'s rows (default: uninitialised). With the
+        lossless codec the rows are posted as they are, straight into the result buffer."""
+        width, total = rows.size(1), sum(recv_counts)
+        if codec.lossless:
+            recv = rows.new_empty(total, width) if into is None else into
+            requests = self._post(rows, send_counts, recv, recv_counts, send_to, recv_from)
+            return Transfer(requests, recv)
+        # Encode only when something goes out (a skipped peer's slice is never read).
+        sending = any(c and (send_to is None or send_to[q]) for q, c in enumerate(send_counts))
+        wire = self._encode(codec, rows, layer, direction) if sending else rows.new_empty(0)
+        recv = codec.empty(total, width, rows)
+        requests = self._post(wire, send_counts, recv, recv_counts, send_to, recv_from)
+        dtype = rows.dtype
+
+        def decode(received: Tensor) -> Tensor:
+            if recv_from is None:
+                return codec.decode(received, width, dtype)
+            out = rows.new_empty(total, width) if into is None else into
+            flags = torch.tensor(recv_from, device=rows.device)
+            counts = torch.tensor(recv_counts, device=rows.device)
+            index = torch.repeat_interleave(flags, counts).nonzero().view(-1)
+            out[index] = codec.decode(received[index], width, dtype)
+            return out
+
+        return Transfer(requests, recv, decode)
+
     def _record(
-        self, layer: str, direction: str, sent: list[int], received: list[int], like: Tensor
+        self,
+        layer: str,
+        direction: str,
+        sent: list[int],
+        received: list[int],
+        like: Tensor,
+        codec: Codec | None = None,
     ) -> None:
+        codec = self._codec(layer, direction) if codec is None else codec
         self.counter.record(
             layer,
             direction,
@@ -71,22 +121,32 @@ class P2PExchange(HaloExchange):
             messages_sent=sum(1 for c in sent if c),
             messages_received=sum(1 for c in received if c),
             rows_sent_to=sent,
+            row_bytes=codec.row_bytes(like.size(1), like.element_size()),
+            codec=codec.name,
         )
 
     def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
         send = h_owned.index_select(0, self.partition.send_index.to(h_owned.device))
-        recv = h_owned.new_empty(self.partition.num_halo, h_owned.size(1))
-        self._record(layer, "forward", self._send_counts, self._recv_counts, h_owned)
-        return Transfer(self._post(send, self._send_counts, recv, self._recv_counts), recv)
+        codec = self._codec(layer, "forward")
+        self._record(layer, "forward", self._send_counts, self._recv_counts, h_owned, codec)
+        return self._move(send, self._send_counts, self._recv_counts, layer, "forward", codec)
 
     def _post_backward(self, grad_halo: Tensor, layer: str) -> Transfer:
-        recv = grad_halo.new_empty(int(self.partition.send_index.numel()), grad_halo.size(1))
-        self._record(layer, "backward", self._recv_counts, self._send_counts, grad_halo)
-        requests = self._post(grad_halo, self._recv_counts, recv, self._send_counts)
-        index = self.partition.send_index.to(grad_halo.device)
+        codec = self._codec(layer, "backward")
+        self._record(layer, "backward", self._recv_counts, self._send_counts, grad_halo, codec)
+        transfer = self._move(
+            grad_halo, self._recv_counts, self._send_counts, layer, "backward", codec
+        )
+        return self._scatter_to_owned(transfer, grad_halo)
+
+    def _scatter_to_owned(self, transfer: Transfer, like: Tensor) -> Transfer:
+        """Sum the returned gradients ``[Σ send_counts, d]`` into ``[num_owned, d]`` rows."""
+        index = self.partition.send_index.to(like.device)
         num_owned = self.partition.num_owned
 
-        def scatter(rows: Tensor) -> Tensor:
+        def scatter(rows: Tensor) -> Tensor | None:
+            if index.numel() == 0:  # nothing sent forward, nothing comes back: a zero gradient
+                return None
             return rows.new_zeros(num_owned, rows.size(1)).index_add_(0, index, rows)
 
-        return Transfer(requests, recv, scatter)
+        return transfer.then(scatter)

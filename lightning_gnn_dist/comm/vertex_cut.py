@@ -32,6 +32,7 @@ from torch import Tensor
 from torch.autograd import Function
 
 from lightning_gnn_dist.comm.base import Transfer
+from lightning_gnn_dist.comm.codec import IDENTITY, Codec
 from lightning_gnn_dist.comm.p2p import P2PExchange
 
 REDUCTIONS = ("sum", "max")
@@ -45,13 +46,19 @@ class PartialAggregateSync(P2PExchange):
         counter: where rows, bytes and messages are recorded, one record per synchronisation
             and direction (both phases together).
         group: process group whose ranks are the parts. (default: the world group)
+        codec: how partial aggregates and totals travel in training (see
+            :class:`~lightning_gnn_dist.comm.base.HaloExchange`). Both phases are encoded: the
+            root sums decoded partials, the leaves take the decoded total (so copies of a split
+            vertex then differ by rounding). ``max`` synchronisations always travel as ``fp32``
+            (a rounded maximum would match no copy, and the gradient would reach none).
+            (default: ``"fp32"``)
     """
 
     mode = "cd-0"
     partition_kind: ClassVar[str] = "vertex-cut"
 
-    def __init__(self, partition, counter=None, group=None) -> None:
-        super().__init__(partition, counter=counter, group=group)
+    def __init__(self, partition, counter=None, group=None, codec=None) -> None:
+        super().__init__(partition, counter=counter, group=group, codec=codec)
         self._leaf_counts = partition.leaf_counts.tolist()
         self._root_counts = partition.root_counts.tolist()
 
@@ -84,7 +91,13 @@ class PartialAggregateSync(P2PExchange):
         return _Synchronise.apply(partial, self, layer, reduce)
 
     def _record_phases(
-        self, layer: str, direction: str, leaf_counts: list[int], root_counts: list[int], like
+        self,
+        layer: str,
+        direction: str,
+        leaf_counts: list[int],
+        root_counts: list[int],
+        like,
+        codec: Codec,
     ) -> None:
         """Count leaf partials out + totals back (sent), and their mirror (received); one
         message per peer and phase."""
@@ -99,6 +112,8 @@ class PartialAggregateSync(P2PExchange):
             element_size=like.element_size(),
             messages_sent=nonzero,
             messages_received=nonzero,
+            row_bytes=codec.row_bytes(like.size(1), like.element_size()),
+            codec=codec.name,
         )
 
     def _exchange(self, x: Tensor, layer: str, direction: str, reduce: str) -> Tensor:
@@ -107,13 +122,15 @@ class PartialAggregateSync(P2PExchange):
         leaf_index = part.leaf_index.to(x.device)
         root_index = part.root_index.to(x.device)
         x = x.contiguous()
-        self._record_phases(layer, direction, self._leaf_counts, self._root_counts, x)
-        from_leaves = x.new_empty(root_index.numel(), x.size(1))
-        transfer = Transfer(
-            self._post(
-                x.index_select(0, leaf_index), self._leaf_counts, from_leaves, self._root_counts
-            ),
-            from_leaves,
+        codec = self._codec(layer, direction) if reduce == "sum" else IDENTITY
+        self._record_phases(layer, direction, self._leaf_counts, self._root_counts, x, codec)
+        transfer = self._move(
+            x.index_select(0, leaf_index),
+            self._leaf_counts,
+            self._root_counts,
+            layer,
+            direction,
+            codec,
         )
         from_leaves = self._timed_wait(transfer, layer, direction)
         total = x.clone()
@@ -121,12 +138,13 @@ class PartialAggregateSync(P2PExchange):
             total.index_add_(0, root_index, from_leaves)
         else:
             total.index_reduce_(0, root_index, from_leaves, "amax", include_self=True)
-        from_root = x.new_empty(leaf_index.numel(), x.size(1))
-        transfer = Transfer(
-            self._post(
-                total.index_select(0, root_index), self._root_counts, from_root, self._leaf_counts
-            ),
-            from_root,
+        transfer = self._move(
+            total.index_select(0, root_index),
+            self._root_counts,
+            self._leaf_counts,
+            layer,
+            direction,
+            codec,
         )
         total.index_copy_(0, leaf_index, self._timed_wait(transfer, layer, direction))
         return total
@@ -182,13 +200,14 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
     Args:
         partition, counter, group: as :class:`PartialAggregateSync`.
         delay (int): r ≥ 1. (default: ``5``, the paper's choice)
+        codec: as :class:`PartialAggregateSync` (both phases of every bin are encoded).
     """
 
     mode = "cd-r"
     exact = False
 
-    def __init__(self, partition, counter=None, group=None, delay: int = 5) -> None:
-        super().__init__(partition, counter=counter, group=group)
+    def __init__(self, partition, counter=None, group=None, delay: int = 5, codec=None) -> None:
+        super().__init__(partition, counter=counter, group=group, codec=codec)
         if int(delay) < 1:
             raise ValueError(f"the delay r of cd-r must be >= 1 (got {delay}); cd-0 is exact")
         self.delay = int(delay)
@@ -287,6 +306,7 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
         leaf_index = self.partition.leaf_index.to(x.device)[leaf_pos.to(x.device)]
         root_index = self.partition.root_index.to(x.device)[root_pos.to(x.device)]
         answering = state["phase_a"][b] is not None  # roots answer from step r on
+        codec = self._codec(layer, "forward")
         if state["phase_b"][b] is not None:  # leaves: totals for what they sent 2r epochs ago
             transfer, included = state["phase_b"][b]
             totals = self._timed_wait(transfer, layer, "forward")
@@ -297,19 +317,24 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
             from_leaves = self._timed_wait(transfer, layer, "forward")
             state["root_remote"][root_pos.to(x.device)] = from_leaves
             total = x.clone().index_add_(0, root_index, from_leaves)
-            from_root = x.new_empty(leaf_index.numel(), x.size(1))
-            requests = self._post(
-                total.index_select(0, root_index).contiguous(), root_counts, from_root, leaf_counts
+            transfer = self._move(
+                total.index_select(0, root_index).contiguous(),
+                root_counts,
+                leaf_counts,
+                layer,
+                "forward",
+                codec,
             )
-            state["phase_b"][b] = (Transfer(requests, from_root), leaf_sent)
+            state["phase_b"][b] = (transfer, leaf_sent)
         leaf_rows = x.index_select(0, leaf_index).contiguous()
-        from_leaves = x.new_empty(root_index.numel(), x.size(1))
-        requests = self._post(leaf_rows, leaf_counts, from_leaves, root_counts)
-        state["phase_a"][b] = (Transfer(requests, from_leaves), leaf_rows)
-        self._record_delayed(layer, leaf_counts, root_counts, answering, x)
+        transfer = self._move(leaf_rows, leaf_counts, root_counts, layer, "forward", codec)
+        state["phase_a"][b] = (transfer, leaf_rows)
+        self._record_delayed(layer, leaf_counts, root_counts, answering, x, codec)
         state["step"] += 1
 
-    def _record_delayed(self, layer, leaf_counts, root_counts, answering: bool, like) -> None:
+    def _record_delayed(
+        self, layer, leaf_counts, root_counts, answering: bool, like, codec: Codec
+    ) -> None:
         # Sent: this epoch's leaf partials (+ the roots' answers from step r on); received: the
         # partials posted to this rank's roots (+ the answers to its leaves). Counted when posted.
         self._training_counter = self.counter
@@ -325,6 +350,8 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
             element_size=like.element_size(),
             messages_sent=sum(1 for counts in sent for c in counts if c),
             messages_received=sum(1 for counts in received for c in counts if c),
+            row_bytes=codec.row_bytes(like.size(1), like.element_size()),
+            codec=codec.name,
         )
 
     def close(self) -> None:

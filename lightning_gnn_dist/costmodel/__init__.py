@@ -3,7 +3,8 @@
 =================== ==========================================================================
 module              what it holds
 =================== ==========================================================================
-:mod:`.epoch`       :func:`predict_epoch`: per-rank seconds of one full-batch epoch
+:mod:`.epoch`       :func:`predict_epoch`: per-rank seconds of one full-batch epoch (every
+                    vertex-partition mode, ``rdm`` included); :func:`rdm_pick`
 :mod:`.network`     :class:`Network` (bandwidth, latency) and the :data:`NETWORKS` presets
 :mod:`.calibrate`   :func:`calibrate`: :class:`ComputeCosts` measured on this machine
 =================== ==========================================================================
@@ -13,7 +14,7 @@ module              what it holds
 """
 
 from lightning_gnn_dist.costmodel.calibrate import calibrate
-from lightning_gnn_dist.costmodel.epoch import EpochEstimate, predict_epoch
+from lightning_gnn_dist.costmodel.epoch import EpochEstimate, predict_epoch, rdm_pick
 from lightning_gnn_dist.costmodel.network import NETWORKS, Network
 from lightning_gnn_dist.partition.work import ComputeCosts, GCNLayer, gcn_layers
 
@@ -26,4 +27,5 @@ __all__ = [
     "calibrate",
     "gcn_layers",
     "predict_epoch",
+    "rdm_pick",
 ]

@@ -6,7 +6,7 @@ Per rank ``p`` and epoch (forward + backward, every layer ``k`` with widths ``d_
                    + rows_p · d_in · d_out · dense_seconds      (the layer's X·W)
                    + rows_p · d_out · elementwise_seconds       (bias, activation, dropout, loss)
               + step_seconds                                    (fixed work of a training step)
-    comm_p    = Σ_k Σ_direction  max(sent_p, received_p) · width · dtype_bytes / bandwidth
+    comm_p    = Σ_k Σ_direction  max(sent_p, received_p) · row_bytes(codec, width) / bandwidth
                                  + max(messages sent_p, received_p) · latency
               + gradient all-reduce (ring): 2 (P − 1)/P · parameter bytes / bandwidth
                                             + 2 (P − 1) · latency
@@ -22,8 +22,19 @@ runs one collective per root in turn, so every rank waits for all of them:
 (a flat tree). The vertex-cut modes (``cd-*``, ``0c``) run on other metrics and are not
 modelled. Local work is not overlapped with messages in the model (an upper bound for ``p2p``).
 
+``row_bytes(codec, width)`` is ``width · dtype_bytes`` without a codec, else the codec's bytes
+per row (:mod:`lightning_gnn_dist.comm.codec`: payload plus zero point and scale).
+
 ``oversubscription`` is ``P / cores`` when more ranks than cores share one machine (this
 repository's 2-core test machine), else 1.
+
+``rdm`` (paper 003) has no halo: per rank, every SpMM of the order's plan costs
+``nnz_panel · f_j · aggregate_seconds / 2`` (one of the two products ``aggregate_seconds``
+covers) on its column block ``f_j`` of its row panel's non-zeros, the GEMMs and element-wise work
+are those above, and every redistribution or panel exchange costs
+``max(sent_p, received_p) · dtype_bytes / bandwidth + peers · latency`` (one
+``all_to_all_single`` at a time). The order is ``rdm_order`` or the cheapest Pareto order under
+this same network and SpMM cost (:func:`~lightning_gnn_dist.comm.rdm_plan.order_costs`).
 """
 
 from __future__ import annotations
@@ -34,6 +45,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lightning_gnn_dist.comm import resolve_exchange_mode
+from lightning_gnn_dist.comm.codec import ADAPTIVE, CodecPolicy, row_bytes
+from lightning_gnn_dist.comm.rdm import check_codec_option
+from lightning_gnn_dist.comm.rdm_plan import (
+    LayerShape,
+    RDMLayout,
+    order_costs,
+    pareto,
+    plan_network,
+)
 from lightning_gnn_dist.costmodel.network import NETWORKS, Network
 from lightning_gnn_dist.partition.metrics import FLOAT32_BYTES, PartitionMetrics
 from lightning_gnn_dist.partition.work import ComputeCosts, gcn_layers
@@ -72,6 +92,9 @@ def predict_epoch(
     exchange: str = "p2p",
     cores: int | None = None,
     dtype_bytes: int = FLOAT32_BYTES,
+    codec: str | dict | CodecPolicy = "fp32",
+    rdm_order: str | None = None,
+    replication: int | None = None,
 ) -> EpochEstimate:
     """Predict one full-batch epoch of a GCN with widths ``dims`` on the partition ``metrics``.
 
@@ -80,11 +103,17 @@ def predict_epoch(
         dims: layer widths ``[d_0, ..., d_L]``.
         costs: per-unit compute costs (:func:`calibrate` measures them).
         network: a :class:`Network` or a preset name in :data:`NETWORKS`.
-        exchange: exchange mode (``p2p``, ``broadcast``, ``cached``; ``cached`` is predicted as
-            ``p2p`` sending every round).
+        exchange: exchange mode (``p2p``, ``broadcast``, ``cached``, ``rdm``; ``cached`` is
+            predicted as ``p2p`` sending every round).
         cores: cores the ranks share when they run on one machine (scales compute by
             ``P / cores`` when ``P > cores``); ``None``: one core per rank.
         dtype_bytes: bytes per element. (default: ``4``)
+        codec: the exchange's codec, as ``GNNStrategy(codec=...)`` (layer ``k`` is
+            ``"convs.k"``, as in :class:`~lightning_gnn_dist.lightning.NodeClassifier`); not
+            ``"adaptive"``, whose bit-widths are chosen while training (predict its int4 and int8
+            bounds instead). (default: ``"fp32"``)
+        rdm_order: ``rdm``'s order (``None``: the model's pick). (default: ``None``)
+        replication: ``rdm``'s ranks per row panel of ``Â`` (``None``: ``P``).
 
     Raises:
         ValueError: unknown network preset, or an exchange mode without a per-rank-pair
@@ -98,6 +127,11 @@ def predict_epoch(
             )
         network = NETWORKS[network]
     cls, _ = resolve_exchange_mode(exchange)
+    if exchange == "rdm":
+        check_codec_option(CodecPolicy.coerce(codec))
+        return _predict_rdm(
+            metrics, dims, costs, network, cores, dtype_bytes, rdm_order, replication
+        )
     if cls.partition_kind != "vertex":
         raise ValueError(
             f"the cost model covers the vertex-partition modes p2p, broadcast and cached, not "
@@ -105,6 +139,7 @@ def predict_epoch(
         )
     base = "p2p" if exchange == "cached" else exchange  # the cached mode sends at most its base's
     cls, _ = resolve_exchange_mode(base)
+    policy = CodecPolicy.coerce(codec)
     layers = gcn_layers(dims)
     P = metrics.num_parts
     rows, nnz = metrics.part_sizes.astype(float), metrics.part_nnz.astype(float)
@@ -119,14 +154,20 @@ def predict_epoch(
         compute = compute * (P / cores)
     comm = np.zeros(P)
     bytes_sent = np.zeros(P)
-    for layer in layers:
+    for k, layer in enumerate(layers):
         for direction, width in (
             ("forward", layer.forward_width),
             ("backward", layer.backward_width),
         ):
             if width == 0 or P == 1:
                 continue
-            element = width * dtype_bytes
+            name = policy.lookup(f"convs.{k}", direction)
+            if name == ADAPTIVE:
+                raise ValueError(
+                    "the cost model cannot predict codec='adaptive' (its bit-widths are chosen "
+                    "while training); predict with 'int4' and 'int8' for its bounds"
+                )
+            element = row_bytes(name, width, dtype_bytes)
             sent = cls.predicted_rows_sent(metrics, direction).astype(float)
             bytes_sent += sent * element
             if base == "broadcast":  # one root after another: all ranks wait for every block
@@ -140,3 +181,69 @@ def predict_epoch(
         parameters = sum(layer.d_in * layer.d_out + layer.d_out for layer in layers)
         comm += float(network.seconds(2 * (P - 1) / P * parameters * dtype_bytes, 2 * (P - 1)))
     return EpochEstimate(np.asarray(compute, dtype=float), comm, bytes_sent)
+
+
+def rdm_pick(
+    metrics: PartitionMetrics,
+    dims: Sequence[int],
+    costs: ComputeCosts,
+    network: Network,
+    replication: int | None = None,
+    dtype_bytes: int = FLOAT32_BYTES,
+) -> str:
+    """``rdm``'s order for a GCN with widths ``dims``: the cheapest Pareto order with this
+    network and SpMM cost."""
+    layout = _rdm_layout(metrics, replication)
+    candidates = order_costs(
+        [LayerShape(layer.d_in, layer.d_out) for layer in gcn_layers(dims)],
+        layout,
+        int(metrics.part_nnz.sum()),
+        element_seconds=dtype_bytes / network.bandwidth_bytes_per_s,
+        sparse_op_seconds=costs.aggregate_seconds / 2,
+        latency_seconds=network.latency_s,
+    )
+    return pareto(candidates)[0].order
+
+
+def _rdm_layout(metrics: PartitionMetrics, replication: int | None) -> RDMLayout:
+    offsets = np.concatenate([[0], np.cumsum(metrics.part_sizes)])
+    return RDMLayout(tuple(int(v) for v in offsets), replication or metrics.num_parts)
+
+
+def _predict_rdm(metrics, dims, costs, network, cores, dtype_bytes, order, replication):
+    layers = gcn_layers(dims)
+    layout = _rdm_layout(metrics, replication)
+    P = metrics.num_parts
+    order = order or rdm_pick(metrics, dims, costs, network, replication, dtype_bytes)
+    plans = plan_network([LayerShape(layer.d_in, layer.d_out) for layer in layers], order)
+    rows = metrics.part_sizes.astype(float)
+    panel_nnz = np.array(
+        [metrics.part_nnz[list(layout.group(p))].sum() for p in range(P)], dtype=float
+    )
+    blocks = [layout.block(p) for p in range(P)]
+    compute = sum(
+        rows * layer.d_in * layer.d_out * costs.dense_seconds
+        + rows * layer.d_out * costs.elementwise_seconds
+        for layer in layers
+    )
+    comm, bytes_sent = np.zeros(P), np.zeros(P)
+    for plan in plans:
+        for pas in (plan.forward, plan.backward):
+            for width in pas.spmm_widths:
+                split = np.array(layout.column_split(width), dtype=float)[blocks]
+                compute = compute + panel_nnz * split * costs.aggregate_seconds / 2
+            transfers = [layout.elements_sent(m.to, m.width) for m in pas.moves]
+            if layout.num_panels > 1:
+                transfers += [layout.gather_elements_sent(w) for w in pas.spmm_widths]
+            for sent in transfers:
+                out, into = sent.sum(axis=1) * dtype_bytes, sent.sum(axis=0) * dtype_bytes
+                peers = np.maximum((sent > 0).sum(axis=1), (sent > 0).sum(axis=0))
+                comm += network.seconds(np.maximum(out, into), peers)
+                bytes_sent += out
+    compute = np.asarray(compute, dtype=float) + costs.step_seconds
+    if cores is not None and P > cores:
+        compute = compute * (P / cores)
+    if P > 1:
+        parameters = sum(layer.d_in * layer.d_out + layer.d_out for layer in layers)
+        comm += float(network.seconds(2 * (P - 1) / P * parameters * dtype_bytes, 2 * (P - 1)))
+    return EpochEstimate(compute, comm, bytes_sent)

@@ -1,8 +1,12 @@
-"""Network parameters of the cost model: bandwidth and latency of a rank's link."""
+"""Network parameters of the cost model: bandwidth and latency of a rank's link, and their fit
+to measured transfer times (:func:`fit_network`, used by :mod:`.probe`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -26,6 +30,37 @@ class Network:
             self.latency_s
         )
 
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, path: str | Path, level: str = "inter_node") -> Network:
+        """The network a file describes: a ``Network`` dictionary
+        (``{"bandwidth_bytes_per_s": ..., "latency_s": ...}``), or the JSON that
+        ``python -m lightning_gnn_dist probe --json FILE`` writes, where ``level`` picks
+        ``inter_node`` (default), ``intra_node`` or ``all_to_all``.
+
+        Raises:
+            ValueError: the file holds neither, or not the level asked for.
+        """
+        content = json.loads(Path(path).read_text())
+        if isinstance(content, dict) and "levels" in content:
+            levels = content["levels"]
+            if not isinstance(levels.get(level), dict):
+                measured = sorted(k for k, v in levels.items() if v)
+                raise ValueError(
+                    f"{path}: the probe measured no {level!r} level; it has {measured} "
+                    "(intra_node needs two ranks on one node, inter_node two nodes)"
+                )
+            content = levels[level]
+        try:
+            return cls(float(content["bandwidth_bytes_per_s"]), float(content["latency_s"]))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(
+                f"{path}: not a network description; expected bandwidth_bytes_per_s and "
+                "latency_s, or the JSON of `python -m lightning_gnn_dist probe --json`"
+            ) from None
+
 
 NETWORKS: dict[str, Network] = {
     "infiniband": Network(),
@@ -34,3 +69,41 @@ NETWORKS: dict[str, Network] = {
     "loopback": Network(bandwidth_bytes_per_s=1.0e9, latency_s=50e-6),
 }
 """Network presets by name: ``infiniband`` (default), ``loopback`` (this machine)."""
+
+
+def fit_network(num_bytes: Sequence[float], seconds: Sequence[float]) -> Network:
+    """Fit ``seconds ≈ latency + num_bytes / bandwidth`` to measured transfers.
+
+    The bandwidth is the least-squares slope of seconds over bytes (absolute errors, so the
+    large, bandwidth-bound transfers decide it). The latency is the smallest intercept that a
+    line of that slope has through a latency-bound transfer (one whose bytes take at most half
+    its time at that bandwidth; delays on a busy machine only ever add time, so the least
+    delayed of them tells the latency best), at least 0. Mid-sized transfers that a link's
+    burst allowance speeds up do not pull it below 0. Both are exact when the times are.
+
+    Args:
+        num_bytes: ``[n]`` bytes of each transfer (at least two distinct sizes).
+        seconds: ``[n]`` its measured seconds (> 0).
+
+    Raises:
+        ValueError: fewer than two sizes, non-positive times, or times that do not grow with
+            the sizes (no bandwidth to see: probe larger transfers).
+    """
+    n = np.asarray(num_bytes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    if n.shape != t.shape or n.ndim != 1 or np.unique(n).size < 2 or np.any(t <= 0):
+        raise ValueError(
+            f"fit_network needs at least two distinct sizes and positive times; got sizes "
+            f"{n.tolist()} and seconds {t.tolist()}"
+        )
+    dn = n - n.mean()
+    inverse_bandwidth = float(np.sum(dn * (t - t.mean())) / np.sum(dn * dn))
+    bound = n * inverse_bandwidth <= t / 2  # latency-bound transfers
+    intercepts = (t - n * inverse_bandwidth)[bound]
+    latency = max(0.0, float(intercepts.min())) if intercepts.size else 0.0
+    if inverse_bandwidth <= 0:
+        raise ValueError(
+            f"the times {t.tolist()} do not grow with the sizes {n.tolist()}: probe larger "
+            "transfers to see the bandwidth"
+        )
+    return Network(bandwidth_bytes_per_s=1 / inverse_bandwidth, latency_s=float(latency))

@@ -9,10 +9,10 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
-from lightning_gnn_dist.comm.base import EXCHANGE_MODES
+from lightning_gnn_dist.comm.base import EXCHANGE_MODES, traffic_row_bytes
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.lightning.compat import LightningNeutral
-from lightning_gnn_dist.partition.metrics import FLOAT32_BYTES, PartitionMetrics
+from lightning_gnn_dist.partition.metrics import PartitionMetrics
 
 
 def plan_metrics(view: LocalPartition, send_counts_all: np.ndarray) -> PartitionMetrics:
@@ -65,6 +65,7 @@ class BatchCommunicationMonitor(LightningNeutral, lightning_base="callbacks.Call
             return
         counter = trainer.strategy.comm_counters["train"]
         widths = {(layer, d): t.width for layer, d, t in counter.items()}
+        row_bytes = {(layer, d): traffic_row_bytes(t) for layer, d, t in counter.items()}
         now = self._snapshot(trainer)
         keys = sorted(now)
         mode = EXCHANGE_MODES[trainer.strategy.exchange_mode]
@@ -77,7 +78,7 @@ class BatchCommunicationMonitor(LightningNeutral, lightning_base="callbacks.Call
                 a - b for a, b in zip(now[key], self._before.get(key, (0, 0, 0, 0)), strict=True)
             )
             predicted = int(mode.predicted_rows_sent(metrics, key[1])[rank]) * calls
-            bytes_predicted = predicted * widths[key] * FLOAT32_BYTES
+            bytes_predicted = predicted * row_bytes[key]  # the codec's bytes per row
             local.append([rows, predicted, nbytes, bytes_predicted, received])
         table = torch.tensor(local or [[0] * 5], dtype=torch.long)
         gathered = pl_module.all_gather(table.to(pl_module.device)).cpu()

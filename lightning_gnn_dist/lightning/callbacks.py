@@ -13,6 +13,7 @@ from lightning_utilities.core.rank_zero import rank_zero_only  # what both names
 from rich.console import Console
 from rich.table import Table
 
+from lightning_gnn_dist.comm.base import traffic_row_bytes
 from lightning_gnn_dist.comm.cached import STATISTIC_FIELDS
 from lightning_gnn_dist.lightning.compat import LightningNeutral
 
@@ -70,10 +71,13 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     """Logs, per training epoch, the halo traffic of every layer and direction.
 
     For each ``(layer, direction)`` it logs under ``comm/<layer>/<direction>/``: ``bytes_total``
-    (summed over ranks), ``bytes_avg`` and ``bytes_max`` (per rank), ``predicted_bytes_total``
-    (from the partition metrics and the exchange mode; ``-1`` with ``loader="subgraph"``, whose
-    batches have plans of their own: use :class:`~lightning_gnn_dist.lightning.batch_monitor.
-    BatchCommunicationMonitor` there), ``messages_avg``/``messages_max`` and
+    (summed over ranks; bytes on the wire, encoded by the strategy's ``codec``),
+    ``fp32_bytes_total`` (what the same rows would move as fp32; the table shows the ratio),
+    ``bytes_avg`` and ``bytes_max`` (per rank), ``predicted_bytes_total`` (from the partition
+    metrics, the exchange mode and the codec; ``-1`` with ``loader="subgraph"``, whose
+    batches have plans of their own: use
+    :class:`~lightning_gnn_dist.lightning.batch_monitor.BatchCommunicationMonitor` there),
+    ``messages_avg``/``messages_max`` and
     ``seconds_max`` (time waiting for the exchange). Per epoch it also logs
     ``comm/seconds_avg``/``comm/seconds_max`` and ``comm/compute_seconds_avg`` (training step time
     minus exchange wait) and, from every rank's seconds, the critical path:
@@ -84,6 +88,10 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     row per layer, direction and epoch; :meth:`table` renders the last epoch. :attr:`rank_history` keeps, per epoch, the
     per-rank arrays the plots draw (bytes per rank pair, measured and predicted; rows sent and
     received; compute and exchange-wait seconds).
+
+    With ``exchange="rdm"`` the records are redistributions (``forward``/``backward``) and panel
+    exchanges (``forward-panel``/``backward-panel``) of each layer, their ``rows`` are elements,
+    and ``predicted_bytes_total`` is the plan's prediction of the orders that ran.
 
     With the ``cached`` exchange, ``predicted_bytes_total`` is what the exact base mode would
     move, direction ``control`` holds the flag all-reduce, and per layer and direction it also
@@ -151,20 +159,31 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         comm_seconds = torch.zeros(trainer.world_size, dtype=torch.float64)
         predicted_matrix = np.zeros((world, world))
         logged: dict[str, float] = {}
+        counter = strategy.comm_counters["train"]
         for i, (layer, direction, traffic) in enumerate(items):
             per_rank = {f: stats[:, i, k] for k, f in enumerate(_FIELDS)}
+            # rdm records its prediction as it runs (it depends on the order in use)
+            recorded = counter.predicted_peer_bytes(layer, direction)
             predicted = (
-                mode.predicted_rows_sent(metrics, direction) * traffic.width * 4 * traffic.calls
+                mode.predicted_bytes_sent(metrics, layer, direction, traffic)
+                if recorded is None
+                else recorded.sum(axis=1)
             )
             if getattr(trainer.datamodule, "loader", "full") == "subgraph":
                 # Each batch has its own plan: BatchCommunicationMonitor predicts per batch.
                 predicted = np.array([-1])
+            # what the same rows would have moved as fp32 (4 bytes per element)
+            fp32_bytes = int(per_rank["rows_sent"].sum()) * traffic.width * 4
+            if direction == "control":  # flags and codec agreement: never encoded
+                fp32_bytes = int(per_rank["bytes_sent"].sum())
             row = {
                 "epoch": trainer.current_epoch,
                 "layer": layer,
                 "direction": direction,
                 "width": traffic.width,
+                "codec": traffic.codec or "fp32",
                 "bytes_total": int(per_rank["bytes_sent"].sum()),
+                "fp32_bytes_total": fp32_bytes,
                 "predicted_bytes_total": int(np.sum(predicted)),
                 "bytes_avg": float(per_rank["bytes_sent"].mean()),
                 "bytes_max": int(per_rank["bytes_sent"].max()),
@@ -174,13 +193,18 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             }
             comm_seconds += per_rank["seconds"]
             pair_rows = mode.predicted_peer_rows(metrics, direction)
-            if pair_rows is None or traffic.bytes_sent_to is None:
+            if recorded is not None and predicted_matrix is not None:
+                predicted_matrix = predicted_matrix + recorded
+            elif pair_rows is None or traffic.bytes_sent_to is None:
                 predicted_matrix = None
             elif predicted_matrix is not None:
-                predicted_matrix = predicted_matrix + pair_rows * traffic.width * 4 * traffic.calls
+                predicted_matrix = (
+                    predicted_matrix + pair_rows * traffic_row_bytes(traffic) * traffic.calls
+                )
             self.history.append(row)
             for key in (
                 "bytes_total",
+                "fp32_bytes_total",
                 "predicted_bytes_total",
                 "bytes_avg",
                 "bytes_max",
@@ -312,7 +336,9 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             "layer",
             "direction",
             "width",
+            "codec",
             "bytes total",
+            "÷ fp32",
             "predicted",
             "match",
             "bytes max/rank",
@@ -320,14 +346,17 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             "wait s max",
         ):
             table.add_column(
-                header, justify="left" if header in ("layer", "direction") else "right"
+                header, justify="left" if header in ("layer", "direction", "codec") else "right"
             )
         for r in self.last_epoch():
+            fp32 = r.get("fp32_bytes_total", 0)
             table.add_row(
                 r["layer"],
                 r["direction"],
                 str(r["width"]),
+                r.get("codec", "fp32"),
                 f"{r['bytes_total']:,}",
+                f"{r['bytes_total'] / fp32:.3f}" if fp32 else "-",
                 f"{r['predicted_bytes_total']:,}",
                 "yes" if r["bytes_total"] == r["predicted_bytes_total"] else "NO",
                 f"{r['bytes_max']:,}",

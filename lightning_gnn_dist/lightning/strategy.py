@@ -7,6 +7,7 @@ start the processes themselves), ``gnn_ddp_spawn`` and ``gnn_ddp_fork``.
 from __future__ import annotations
 
 import os
+import warnings
 from contextlib import contextmanager
 from dataclasses import fields, replace
 from datetime import timedelta
@@ -21,7 +22,9 @@ from torch_geometric.data import Data
 
 from lightning_gnn_dist.comm.base import HaloExchange, make_exchange, resolve_exchange_mode
 from lightning_gnn_dist.comm.cached import check_cache_options
+from lightning_gnn_dist.comm.codec import ADAPTIVE, DEFAULT_TOLERANCE, CodecPolicy
 from lightning_gnn_dist.comm.counters import CommCounter
+from lightning_gnn_dist.comm.rdm import check_codec_option, check_order_option
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral
 from lightning_gnn_dist.lightning.launcher import GNNSubprocessLauncher
@@ -67,18 +70,19 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     loss is scaled by the rank's share of the batch's training vertices (``num_train_global``).
 
     Namespace-neutral: ``GNNStrategy(...)`` builds the ``lightning.pytorch`` or the
-    ``pytorch_lightning`` strategy, whichever the calling code imported (README, "Both Lightning
-    namespaces"); ``isinstance(strategy, GNNStrategy)`` holds for both.
+    ``pytorch_lightning`` strategy, whichever the calling code imported (the guide's "Both
+    Lightning namespaces", ``docs/guide/existing_module.md``); ``isinstance(strategy,
+    GNNStrategy)`` holds for both.
 
-    Requires :class:`~lightning_gnn_dist.data.GraphPartitionDataModule` (or any datamodule with a
-    ``local_partition`` and ``global_mask_count(name)``), whose number of parts must equal the
-    world size.
+    Requires :class:`~lightning_gnn_dist.lightning.datamodule.GraphPartitionDataModule` (or any
+    datamodule with a ``local_partition`` and ``global_mask_count(name)``), whose number of parts
+    must equal the world size.
 
     Args:
-        exchange (str): exchange mode: ``"p2p"``, ``"broadcast"`` or ``"cached"`` (SANCUS;
-            configured by the ``cache_*``/``staleness*`` options) on a vertex partition;
-            ``"cd-0"``, ``"cd-<r>"`` or ``"0c"`` on a vertex cut (``method="vertex-cut"``).
-            (default: ``"p2p"``)
+        exchange (str): exchange mode: ``"p2p"``, ``"broadcast"``, ``"cached"`` (SANCUS;
+            configured by the ``cache_*``/``staleness*`` options) or ``"rdm"`` (paper 003;
+            ``rdm_order``, ``replication``) on a vertex partition; ``"cd-0"``, ``"cd-<r>"`` or
+            ``"0c"`` on a vertex cut (``method="vertex-cut"``). (default: ``"p2p"``)
         loss_reduction (str): ``"mean"`` or ``"sum"``, see above. (default: ``"mean"``)
         timeout (float or timedelta): seconds a collective may wait before every rank fails with
             an error instead of hanging. (default: ``1800``)
@@ -90,6 +94,26 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             ``cached`` exchange, see :class:`~lightning_gnn_dist.comm.cached.CachedExchange`
             (defaults ``"p2p"``, ``"epoch-fixed"``, ``1.0``, ``"drop"``, ``None``); ignored by
             the other modes.
+        codec (str or dict): how exchanged rows travel in training steps, in every exchange mode
+            and (``loader="neighbor"``) in the loader's remote feature fetch: ``"fp32"``
+            (exact, as without a codec), ``"fp16"``, ``"bf16"`` (2 bytes per element),
+            ``"int8"``, ``"int4"`` (per-row stochastic integer quantisation, ``d + 4`` and
+            ``ceil(d/2) + 4`` bytes per row of width ``d``), ``"adaptive"`` (int4 or int8 per
+            layer and direction, re-chosen every epoch by the variance int4 would add; not for
+            the feature fetch); or a mapping per direction (``{"forward": "int8", "backward":
+            "bf16"}``) or per layer name (``{"convs.0": "int8", "*": "fp32"}``; the fetch is
+            layer ``"features"``). Every lossy codec is unbiased; evaluation steps always
+            exchange ``fp32``. See :mod:`lightning_gnn_dist.comm.codec`. (default: ``"fp32"``)
+        codec_tolerance (float): with ``"adaptive"``, the relative variance
+            ``E‖Q(x) − x‖² / ‖x‖²`` int4 may add to a layer's messages before the layer is
+            raised to int8. (default: ``0.01``)
+        rdm_order (str): ``exchange="rdm"``'s SpMM/GEMM order: ``"auto"`` (time each Pareto
+            order for a few steps, keep the fastest), ``"model"`` (the cost model's pick) or an
+            order string such as ``"dsds"``; see :mod:`lightning_gnn_dist.comm.rdm`.
+            (default: ``"auto"``)
+        replication (int, optional): ``exchange="rdm"``: ranks per row panel of ``Â`` (a
+            divisor of the world size; ``None`` = every rank holds all of ``Â``). (default:
+            ``None``)
         **kwargs: passed to :class:`DDPStrategy` (``process_group_backend``, ``cluster_environment``,
             ...). gloo is used on CPU, NCCL on GPU.
     """
@@ -106,6 +130,10 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         staleness_bound: float = 1.0,
         cache_backward: Literal["fresh", "drop"] = "drop",
         grad_clip: float | None = None,
+        codec: str | dict[str, Any] = "fp32",
+        codec_tolerance: float = DEFAULT_TOLERANCE,
+        rdm_order: str = "auto",
+        replication: int | None = None,
         **kwargs: Any,
     ) -> None:
         resolve_exchange_mode(exchange)  # raises ValueError listing the known modes
@@ -125,6 +153,15 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 "cache_backward": cache_backward,
                 "grad_clip": grad_clip,
             }
+        self.codec_policy = CodecPolicy(codec, tolerance=codec_tolerance)  # validates the spec
+        if exchange == "rdm":
+            check_codec_option(self.codec_policy)
+            check_order_option(rdm_order)
+            if replication is not None and (not isinstance(replication, int) or replication < 1):
+                raise ValueError(
+                    f"replication must be a positive number of ranks per panel (got {replication!r})"
+                )
+            self.exchange_options = {"order": rdm_order, "replication": replication}
         self.loss_reduction = loss_reduction
         self.comm_counters = {stage: CommCounter() for stage in STAGES}
         self.graph_context: GraphContext | None = None
@@ -177,27 +214,47 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 f"the graph is partitioned into {partition.num_parts} parts but {self.world_size} processes run; "
                 "set num_parts to the world size (devices x num_nodes) or change devices"
             )
-        if getattr(datamodule, "loader", "full") == "neighbor":
+        loader = getattr(datamodule, "loader", "full")
+        if self.exchange_mode == "rdm" and loader != "full":
+            raise ValueError(
+                f"exchange='rdm' trains full-batch (loader='full'); loader={loader!r} needs a "
+                "halo exchange such as exchange='p2p'"
+            )
+        if loader == "neighbor":
             # Sampling and feature fetch happen in the loader; the model sees a local batch.
             # Its layers are still made distributed: outside a graph context they are the PyG
             # layers, inside one (eval_loader="full") they exchange halo rows.
             self.data_parallel = True
             self._eval_contexts: dict[str, GraphContext] = {}
+            self._set_fetch_codec(datamodule)
             self._restore_rank_state(trainer, None)
             distribute(self.lightning_module)
             super().setup(trainer)
             return
+        distribute(self.lightning_module)
         self.graph_context = self._make_context(partition, self.comm_counters["train"])
         self._restore_rank_state(trainer, self.graph_context.exchange)
         if self.loss_reduction == "mean" and partition.train_mask is not None:
             local = int(partition.train_mask.sum())
             self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
         self._full_loss_weight = self._loss_weight
-        distribute(self.lightning_module)
         # distribute() already synchronised every BatchNorm (on CPU too); torch's SyncBatchNorm,
         # which Trainer(sync_batchnorm=True) would swap in, needs a GPU and would undo that.
         self._layer_sync = None
         super().setup(trainer)
+
+    def _set_fetch_codec(self, datamodule) -> None:
+        """The neighbour loader's remote feature fetch encodes with this strategy's codec."""
+        store = getattr(getattr(datamodule, "neighbor_loaders", None), "store", None)
+        if store is None or not hasattr(store, "codec"):
+            return
+        if self.codec_policy.name("features", "forward") == ADAPTIVE:
+            raise ValueError(
+                "codec='adaptive' needs every rank's agreement per epoch, which the neighbour "
+                "loader's feature fetch does not have; give the fetch a fixed codec, e.g. "
+                "codec={'features': 'int8', '*': 'adaptive'}"
+            )
+        store.codec = self.codec_policy
 
     def configure_ddp(self) -> None:
         # No DDP wrapper (it would average gradients); start from rank 0's parameters instead.
@@ -210,7 +267,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     ) -> None:
         """Add every rank's RNG and exchange state and the run's identity, then let rank 0 write.
         Like Lightning's ``Trainer.save_checkpoint``, it must be called on every rank."""
-        state = {"rng": rng_state(), "exchange": self._exchange_state()}
+        state = {
+            "rng": rng_state(),
+            "exchange": self._exchange_state(),
+            "codec": self.codec_policy.state_dict(),
+        }
         ranks = [state]
         if dist.is_available() and dist.is_initialized() and self.world_size > 1:
             ranks = [None] * self.world_size if self.is_global_zero else None
@@ -241,6 +302,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         state = saved["ranks"][self.global_rank]
         if exchange is not None:
             exchange.load_state_dict(state.get("exchange", {}))
+        if "codec" in state:
+            self.codec_policy.load_state_dict(state["codec"])
         self._resume_rng = state["rng"]
 
     def on_train_start(self) -> None:
@@ -250,6 +313,17 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         if self._resume_rng is not None:
             set_rng_state(self._resume_rng)
             self._resume_rng = None
+
+    def on_train_end(self) -> None:
+        super().on_train_end()
+        unmatched = self.codec_policy.unmatched_layers()
+        if unmatched and self.is_global_zero:
+            warnings.warn(
+                f"codec: layer name(s) {unmatched} matched no exchange during training (they "
+                "sent fp32 or the '*' codec); layer names are the distributed layers' "
+                "qualified names, e.g. 'convs.0', and 'features' for the neighbour fetch",
+                stacklevel=2,
+            )
 
     def _exchange_state(self) -> dict[str, Any]:
         return self.graph_context.exchange.state_dict() if self.graph_context is not None else {}
@@ -312,8 +386,12 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         """The graph context of ``partition`` (a rank's part, an evaluation view or a batch
         plan) with this strategy's exchange mode and options, on the compute device."""
         partition = _to_device(partition, self.root_device)
-        exchange = make_exchange(self.exchange_mode, partition, counter, **self.exchange_options)
-        return make_graph_context(partition, exchange)
+        exchange = make_exchange(
+            self.exchange_mode, partition, counter, codec=self.codec_policy, **self.exchange_options
+        )
+        context = make_graph_context(partition, exchange)
+        context.prepare(self.lightning_module)  # rdm binds the model's layers here
+        return context
 
     def training_step(self, *args: Any, **kwargs: Any):
         batch = args[0] if args else kwargs.get("batch")
@@ -360,6 +438,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
 
     def __repr__(self) -> str:
         options = "".join(f", {k}={v!r}" for k, v in self.exchange_options.items())
+        if not self.codec_policy.lossless:
+            options += f", codec={self.codec_policy.spec!r}"
         return (
             f"GNNStrategy(exchange={self.exchange_mode!r}{options}, "
             f"loss_reduction={self.loss_reduction!r}, start_method={self._start_method!r}, "

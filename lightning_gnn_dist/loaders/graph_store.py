@@ -26,6 +26,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.comm import CommCounter, make_exchange
+from lightning_gnn_dist.comm.codec import ADAPTIVE, CodecPolicy, all_to_all_rows
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.sampler import InEdges
 
@@ -50,6 +51,7 @@ class LocalGraphStore:
 
     def __init__(self, data: Data) -> None:
         self.data = data
+        self.num_routing_ids = int(data.num_nodes)
         self.in_edges = InEdges.from_edge_index(data.edge_index, data.num_nodes)
         self.counter = CommCounter()
 
@@ -58,7 +60,8 @@ class LocalGraphStore:
 
     def fetch(self, n_id: Tensor) -> FetchedRows:
         y = self.data.y
-        return FetchedRows(self.data.x[n_id], None if y is None else y[n_id], n_id)
+        y = None if y is None else y.index_select(0, n_id)
+        return FetchedRows(self.data.x.index_select(0, n_id), y, n_id)
 
     def to_routing(self, ids: Tensor) -> Tensor:
         """Dataset ids → routing ids (the identity here)."""
@@ -79,19 +82,30 @@ class PartitionedGraphStore:
         cache_size: remote rows kept locally, chosen as the halo vertices with the most local
             in-edges (the likeliest to be sampled from this part), fetched once at construction.
             (default: ``0``)
+        codec: how remote feature rows travel: a fixed codec of
+            :mod:`~lightning_gnn_dist.comm.codec` (``"fp32"``, ``"fp16"``, ``"bf16"``,
+            ``"int8"``, ``"int4"``) or a :class:`~lightning_gnn_dist.comm.codec.CodecPolicy`
+            (looked up as layer ``"features"``, direction ``"forward"``). It applies to every
+            fetch made while it is set (training and evaluation batches; the hot-row cache when
+            given here); the counters record the encoded bytes. ``GNNStrategy(codec=...)`` sets
+            it in ``loader="neighbor"`` mode. (default: ``"fp32"``)
 
     Construction is collective (every rank must build its store).
     """
 
-    def __init__(self, partition: LocalPartition, group=None, cache_size: int = 0) -> None:
+    def __init__(
+        self, partition: LocalPartition, group=None, cache_size: int = 0, codec="fp32"
+    ) -> None:
         if partition.x is None:
             raise ValueError(
                 "the partition has no feature rows (x); the neighbour loader needs them"
             )
         self.partition, self.group = partition, group
         self.rank, self.world_size = partition.part_id, partition.num_parts
+        self.num_routing_ids = int(partition.num_nodes_global)
         self.start, self.end = partition.owned_range
         self.counter = CommCounter()
+        self.codec = codec
         self.cache_hit_rows = 0
         halo_keys = self._halo_dataset_ids()
         num_owned = partition.num_owned
@@ -117,6 +131,21 @@ class PartitionedGraphStore:
             self._cache_routing = torch.sort(partition.halo_ids[hot]).values
             self._cache = self._fetch_remote(self._cache_routing)
 
+    @property
+    def codec(self) -> CodecPolicy:
+        """The :class:`~lightning_gnn_dist.comm.codec.CodecPolicy` of the feature fetch."""
+        return self._codec
+
+    @codec.setter
+    def codec(self, codec) -> None:
+        policy = CodecPolicy.coerce(codec)
+        if policy.name("features", "forward") == ADAPTIVE:
+            raise ValueError(
+                "the feature fetch takes a fixed codec (fp32, fp16, bf16, int8, int4), not "
+                "'adaptive' (its bit-widths need an agreement the fetch does not make)"
+            )
+        self._codec = policy
+
     # -- helpers ----------------------------------------------------------------------------
     def owner(self, ids: Tensor) -> Tensor:
         """Part owning each routing id: ``[n] int64``."""
@@ -129,12 +158,20 @@ class PartitionedGraphStore:
         return exchange(ids, "setup").view(-1)
 
     def _all_to_all(
-        self, send: Tensor, send_counts: Tensor, layer: str, direction: str, recv_counts=None
+        self,
+        send: Tensor,
+        send_counts: Tensor,
+        layer: str,
+        direction: str,
+        recv_counts=None,
+        codec=None,
     ) -> tuple[Tensor, Tensor]:
         """Send ``send`` (rows grouped by peer, ``send_counts [P]``); returns ``(recv, recv_counts)``.
 
         ``recv_counts`` is exchanged first (counted as ``control``) unless given. A single part
-        has nothing to exchange and needs no process group.
+        has nothing to exchange and needs no process group. With a
+        :class:`~lightning_gnn_dist.comm.codec.Codec`, ``send`` are float rows that travel
+        encoded (:func:`~lightning_gnn_dist.comm.codec.all_to_all_rows`) and are returned decoded.
         """
         if self.world_size == 1:
             return send[:0], torch.zeros_like(send_counts)
@@ -143,16 +180,34 @@ class PartitionedGraphStore:
             dist.all_to_all_single(recv_counts, send_counts, group=self.group)
             ones = torch.ones_like(send_counts)
             self._record("control", direction, ones, ones, 1, 8)
+        width = math.prod(send.shape[1:])
+        if codec is not None and not codec.lossless:
+            wire = self.codec.encode(codec, send, "features", "forward", self.rank)
+            counts = (send_counts.tolist(), recv_counts.tolist())
+            recv = all_to_all_rows(wire, *counts, codec, width, send.dtype, self.group)
+            row_bytes = codec.row_bytes(width, send.element_size())
+            size = send.element_size()
+            self._record(layer, direction, send_counts, recv_counts, width, size, row_bytes, codec)
+            return recv, recv_counts
         recv = send.new_empty((int(recv_counts.sum()), *send.shape[1:]))
         dist.all_to_all_single(
             recv, send, recv_counts.tolist(), send_counts.tolist(), group=self.group
         )
-        width = math.prod(send.shape[1:])
-        self._record(layer, direction, send_counts, recv_counts, width, send.element_size())
+        self._record(
+            layer, direction, send_counts, recv_counts, width, send.element_size(), codec=codec
+        )
         return recv, recv_counts
 
     def _record(
-        self, layer, direction, sent: Tensor, received: Tensor, width, element_size
+        self,
+        layer,
+        direction,
+        sent: Tensor,
+        received: Tensor,
+        width,
+        element_size,
+        row_bytes=None,
+        codec=None,
     ) -> None:
         peers = torch.arange(self.world_size) != self.rank
         sent, received = sent * peers, received * peers
@@ -165,6 +220,8 @@ class PartitionedGraphStore:
             element_size=element_size,
             messages_sent=int((sent > 0).sum()),
             messages_received=int((received > 0).sum()),
+            row_bytes=row_bytes,
+            codec="" if codec is None else codec.name,
         )
 
     # -- sampling -------------------------------------------------------------------------------
@@ -172,6 +229,8 @@ class PartitionedGraphStore:
         self, frontier: Tensor, fanout: int, stream: int, replace: bool = False
     ) -> tuple[Tensor, Tensor]:
         """Sampled in-neighbours of ``frontier`` (routing ids, any owner); collective."""
+        if self.world_size == 1:  # every vertex is owned here: no requests to route
+            return self.in_edges.sample(frontier, fanout, stream, replace)
         owner = self.owner(frontier)
         order = torch.argsort(owner, stable=True)
         remote = order[owner[order] != self.rank]
@@ -219,6 +278,12 @@ class PartitionedGraphStore:
         """Rows of ``n_id`` (routing ids): owned rows locally, cached rows from the cache, the
         rest from their owners in one batched exchange; collective."""
         part = self.partition
+        if self.world_size == 1:
+            rows = n_id - self.start
+            y = None if part.y is None else part.y.index_select(0, rows)
+            return FetchedRows(
+                part.x.index_select(0, rows), y, part.global_ids.index_select(0, rows)
+            )
         owner = self.owner(n_id)
         cached = _position_in(self._cache_routing, n_id)
         in_cache = (cached >= 0) & (owner != self.rank)
@@ -250,7 +315,10 @@ class PartitionedGraphStore:
         counts = torch.bincount(self.owner(ids), minlength=self.world_size)
         requested, requested_counts = self._all_to_all(ids, counts, "features", "request")
         rows = requested - self.start
-        x, _ = self._all_to_all(part.x[rows], requested_counts, "features", "response", counts)
+        codec = self.codec.codec("features", "forward")
+        x, _ = self._all_to_all(
+            part.x[rows], requested_counts, "features", "response", counts, codec
+        )
         meta = [part.global_ids[rows]] + ([] if part.y is None else [part.y[rows].long()])
         meta, _ = self._all_to_all(
             torch.stack(meta, 1), requested_counts, "features", "response", counts

@@ -2,14 +2,17 @@
 
 Importing the package registers every graph context in
 :data:`~lightning_gnn_dist.nn.context.CONTEXTS` (the vertex-cut context registers itself from
-:mod:`~lightning_gnn_dist.nn.vertex_cut`; the base module imports none of them).
+:mod:`~lightning_gnn_dist.nn.vertex_cut`, RDM's from :mod:`~lightning_gnn_dist.nn.rdm`; the base
+module imports none of them).
 """
 
 from lightning_gnn_dist.nn.context import GraphContext, current_graph_context, use_graph_context
-from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistSAGEConv
+from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistGraphConv, DistSAGEConv
 from lightning_gnn_dist.nn.distribute import distribute
+from lightning_gnn_dist.nn.fused import use_sparse_aggregation
 from lightning_gnn_dist.nn.models import GAT, GCN, GraphSAGE, build_model
 from lightning_gnn_dist.nn.norm import DistBatchNorm
+from lightning_gnn_dist.nn.rdm import RDMContext
 from lightning_gnn_dist.nn.vertex_cut import VertexCutContext
 
 __all__ = [
@@ -18,12 +21,15 @@ __all__ = [
     "DistBatchNorm",
     "DistGATConv",
     "DistGCNConv",
+    "DistGraphConv",
     "DistSAGEConv",
     "GraphContext",
     "GraphSAGE",
+    "RDMContext",
     "VertexCutContext",
     "build_model",
     "current_graph_context",
     "distribute",
     "use_graph_context",
+    "use_sparse_aggregation",
 ]

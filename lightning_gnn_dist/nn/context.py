@@ -11,11 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import torch
 from torch import Tensor
 
 from lightning_gnn_dist.comm.base import HaloExchange
+from lightning_gnn_dist.data.csr import CSRAdjacency
 from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.nn.spmm import SparseMatrix
 
 _ACTIVE: list[GraphContext] = []
 
@@ -59,6 +60,29 @@ class GraphContext:
             self._cache[key] = (edge_index[:, owned], halo_edges, (weight[owned], weight[~owned]))
         return self._cache[key]
 
+    def gcn_matrices(
+        self, add_self_loops: bool, improved: bool, normalize: bool = True
+    ) -> tuple[SparseMatrix, SparseMatrix]:
+        """The globally normalised ``Â`` of :meth:`gcn_graph` as two CSR matrices (cached):
+        ``owned [num_owned × num_owned]`` and ``halo [num_owned × num_halo]``, so the owned
+        product runs while the halo rows are in flight."""
+        key = ("gcn-csr", add_self_loops, improved, normalize)
+        if key not in self._cache:
+            owned_edges, halo_edges, (owned_w, halo_w) = self.gcn_graph(
+                add_self_loops, improved, normalize
+            )
+            num_owned, num_halo = self.num_owned, self.partition.num_halo
+            matrices = []
+            for edges, weight, num_cols in (
+                (owned_edges, owned_w, num_owned),
+                (halo_edges, halo_w, num_halo),
+            ):
+                adj = CSRAdjacency.from_edge_index(edges, num_owned, num_cols)
+                matrices.append(SparseMatrix(adj, adj.entry_values(weight)))
+            self._cache[key] = tuple(matrices)
+            del self._cache[("gcn", add_self_loops, improved, normalize)]  # edges no longer needed
+        return self._cache[key]
+
     def synchronise(self, aggregated: Tensor, layer: str) -> Tensor:
         """Aggregates ``[num_owned, d]`` of a layer that summed over the local edges itself
         (``DistGCNConv``) → the complete aggregates. Identity here: a vertex partition holds
@@ -70,14 +94,29 @@ class GraphContext:
         ``aggregate`` forward hook): return replacement aggregates, or ``None`` to keep them."""
         return None
 
+    def layer_output(self, module, x: Tensor) -> Tensor | None:
+        """A context that computes whole layers itself (``rdm``) returns ``module``'s output
+        for input ``x`` here; ``None`` (this context) lets the layer run with the halo rows of
+        :attr:`exchange`."""
+        return None
+
+    def prepare(self, model) -> None:
+        """Called once with the model (after :func:`~lightning_gnn_dist.nn.distribute`) before
+        the first step, on every rank; contexts that must know the model's layers in advance
+        (``rdm``) bind them here. Nothing to do for a halo exchange."""
+        return None
+
 
 CONTEXTS: dict[str, type[GraphContext]] = {"vertex": GraphContext}
-"""Graph context class per partition kind (``partition.kind``, ``"vertex"`` if absent)."""
+"""Graph context class per partition kind (``partition.kind``, ``"vertex"`` if absent), or per
+exchange for modes with a context of their own (``exchange.graph_context``, e.g. ``"rdm"``)."""
 
 
 def make_graph_context(partition, exchange: HaloExchange) -> GraphContext:
-    """The graph context for ``partition``'s kind (vertex partition or vertex cut)."""
-    return CONTEXTS[getattr(partition, "kind", "vertex")](partition, exchange)
+    """The graph context of ``exchange`` if it names one (``rdm``), else of ``partition``'s
+    kind (vertex partition or vertex cut)."""
+    kind = getattr(exchange, "graph_context", None) or getattr(partition, "kind", "vertex")
+    return CONTEXTS[kind](partition, exchange)
 
 
 @contextmanager
@@ -93,13 +132,3 @@ def use_graph_context(context: GraphContext) -> Iterator[GraphContext]:
 def current_graph_context() -> GraphContext | None:
     """The innermost active :class:`GraphContext`, or ``None`` outside any."""
     return _ACTIVE[-1] if _ACTIVE else None
-
-
-def aggregate(
-    h: Tensor, edge_index: Tensor, weight: Tensor, num_rows: int, out: Tensor | None = None
-) -> Tensor:
-    """``out[i] += Σ_{(j, i) ∈ edges} weight · h[j]``: ``[num_rows, d]`` (vectorised)."""
-    messages = h.index_select(0, edge_index[0]) * weight.unsqueeze(-1)
-    if out is None:
-        out = torch.zeros(num_rows, h.size(1), dtype=h.dtype, device=h.device)
-    return out.index_add(0, edge_index[1], messages)

@@ -16,7 +16,8 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     """Paper 000 Table 2 layout: volume and messages per rank (avg/max, absolute and ÷ random),
     edge cut, load imbalance (non-zeros, and rows: owned vertices), partitioning seconds, and
     with ``predicted_epoch_seconds`` in the rows (``partition-compare --widths``) the cost
-    model's epoch time. Volumes are rows one layer moves per
+    model's epoch time (and, from ``predicted_epoch_seconds_by_exchange``, the other modes'
+    beside it, with ``rdm``'s order). Volumes are rows one layer moves per
     direction (halo rows; for a vertex cut, partial-aggregate rows), and ``RF`` is a vertex
     cut's replication factor (paper 002 Table 4)."""
     table = Table(title=title)
@@ -41,11 +42,29 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     predicted = any("predicted_epoch_seconds" in r for r in rows)
     if predicted:  # partition-compare --widths: the cost model's epoch time
         table.add_column("pred. epoch ms", justify="right")
+    # the other exchange modes' predictions (p2p, broadcast, rdm), beside the selected one
+    by_mode = next(
+        (
+            r["predicted_epoch_seconds_by_exchange"]
+            for r in rows
+            if r.get("predicted_epoch_seconds_by_exchange")
+        ),
+        {},
+    )
+    others = list(by_mode)[1:]  # the first is the selected mode, shown as "pred. epoch ms"
+    for mode in others:
+        table.add_column(f"pred. {mode} ms", justify="right")
+    if any(r.get("rdm_order") for r in rows):
+        table.add_column("rdm order", justify="right")
     for r in rows:
         extra = []
         if predicted:
             value = r.get("predicted_epoch_seconds")
             extra = ["–" if value is None else f"{value * 1e3:.3g}"]
+            seconds = r.get("predicted_epoch_seconds_by_exchange") or {}
+            extra += ["–" if seconds.get(m) is None else f"{seconds[m] * 1e3:.3g}" for m in others]
+            if any(x.get("rdm_order") for x in rows):
+                extra.append(r.get("rdm_order") or "–")
         table.add_row(
             r["method"],
             f"{r['avg_send_rows']:.1f}",
@@ -75,18 +94,3 @@ def metrics_table(summary: dict[str, Any], title: str) -> Table:
     for key, value in summary.items():
         table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
     return table
-
-
-def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    """A GitHub markdown table of ``columns`` from ``rows`` (floats with 3 significant digits)."""
-
-    def fmt(v: Any) -> str:
-        if v is None:
-            return "–"
-        if isinstance(v, float):
-            return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
-        return str(v)
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from lightning_gnn_dist.costmodel import (
     calibrate,
     gcn_layers,
     predict_epoch,
+    rdm_pick,
 )
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.metrics import PartitionMetrics, partition_metrics
@@ -61,6 +62,21 @@ def test_p2p_epoch_matches_hand_computation():
     assert estimate.epoch_seconds == estimate.rank_seconds.max()
 
 
+@pytest.mark.parametrize(("codec", "row_bytes"), [("int8", 6), ("int4", 5), ("bf16", 4)])
+def test_a_codec_scales_the_halo_bytes_and_seconds(codec, row_bytes):
+    """Width 2: int8 2 + 4 bytes per row, int4 1 + 4, bf16 2·2 (fp32: 8)."""
+    fp32 = predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p")
+    coded = predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p", codec=codec)
+    np.testing.assert_array_equal(coded.bytes_sent, fp32.bytes_sent * row_bytes / 8)
+    halo = 2 * (2 * row_bytes / 4 + 1 * 0.5)  # the hand computation above, row_bytes per row
+    np.testing.assert_array_equal(coded.comm_seconds, [halo + 10 + 2 * 0.5] * 2)
+    per_direction = predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p", codec={"backward": codec})
+    # both directions move the same rows in total, so half the bytes change
+    assert per_direction.bytes_sent.sum() == (fp32.bytes_sent + coded.bytes_sent).sum() / 2
+    with pytest.raises(ValueError, match="adaptive"):
+        predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p", codec="adaptive")
+
+
 def test_broadcast_waits_for_every_root_and_cached_predicts_its_base():
     broadcast = predict_epoch(METRICS, [4, 2], COSTS, NET, "broadcast")
     # per direction: (P−1)·N rows of 2 columns + P·(P−1) messages
@@ -103,6 +119,29 @@ def test_unknown_network_and_vertex_cut_modes_are_refused():
     assert set(NETWORKS) == {"infiniband", "loopback"}
 
 
+def test_rdm_epoch_matches_hand_computation():
+    """One layer 4 → 2 (order ``sd``: SpMM first, then GEMM first backward, which needs no
+    communication with the static input): compute is the SpMM on the rank's column block of
+    all 12 non-zeros, the GEMM and the element-wise work; the only move is Â·X back to rows."""
+    estimate = predict_epoch(METRICS, [4, 2], COSTS, NET, "rdm", rdm_order="sd")
+    # SpMM of width 4, columns split 2/2, half of aggregate_seconds (one of the two products)
+    spmm = 12 * 2 * 0.5
+    np.testing.assert_array_equal(
+        estimate.compute_seconds, [spmm + 3 * 4 + 3 * 0.5, spmm + 2 * 4 + 2 * 0.5]
+    )
+    # V → H of width 4: rank 0 sends the other's 2 rows × its 2 columns (4 elements) and
+    # receives 3 × 2 = 6; rank 1 sends 6 and receives 4: one message each
+    allreduce = 10 + 2 * 0.5
+    np.testing.assert_array_equal(estimate.comm_seconds, [6 + 0.5 + allreduce] * 2)
+    np.testing.assert_array_equal(estimate.bytes_sent, [4 * 4, 6 * 4])
+    assert rdm_pick(METRICS, [4, 2], COSTS, NET) == "sd"
+    with pytest.raises(ValueError, match="exchange='rdm' sends fp32 only"):
+        predict_epoch(METRICS, [4, 2], COSTS, NET, "rdm", codec="bf16")
+    # one panel per rank (replication 1, CAGNET 1D): no redistribution, whole X gathered
+    one_d = predict_epoch(METRICS, [4, 2], COSTS, NET, "rdm", rdm_order="sd", replication=1)
+    np.testing.assert_array_equal(one_d.bytes_sent, [3 * 4 * 4, 2 * 4 * 4])
+
+
 def test_calibrate_returns_positive_costs_for_the_model_widths():
     costs = calibrate([16, 8, 4], num_rows=500, nnz_per_row=4, repeats=1)
     assert costs.aggregate_seconds > 0 and costs.dense_seconds > 0
@@ -119,7 +158,13 @@ def test_partition_compare_prints_the_predicted_epoch(capsys):
     assert main(args + ["--widths", "8,4,3", "--network", "loopback", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert all(row["predicted_epoch_seconds"] > 0 for row in rows)
+    assert all(
+        set(row["predicted_epoch_seconds_by_exchange"]) == {"p2p", "broadcast", "rdm"}
+        and len(row["rdm_order"]) == 4
+        for row in rows
+    )
     assert main(args + ["--widths", "8,4,3"]) == 0
-    assert "pred. epoch ms" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "pred. epoch ms" in printed and "pred. rdm ms" in printed
     assert main(args + ["--widths", "8,x"]) == 2
     assert "--widths '8,x'" in capsys.readouterr().err

@@ -6,6 +6,7 @@ finite fan-out each rank's batch (same seeds, same stream) is the single-process
 and gradients are identical; the bytes counted equal the rows each step had to move.
 """
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -135,3 +136,46 @@ def test_partitioned_batches_give_identical_losses_and_gradients(world_size, cac
         assert (report["cache_rows"] > 0) == (cache_size > 0)
         assert report["sampling_request_sent"] == report["sampling_request_rows"] > 0
         assert report["sampling_response_received"] == report["sampling_response_rows"] > 0
+
+
+def _fetch_with_codecs(rank, world_size):
+    graph, part = _part(rank, world_size)
+    wanted = torch.arange(graph.num_nodes)  # every vertex: the remote ones are fetched
+    out = {}
+    for codec in ("fp32", "bf16", "int8", "int4"):
+        store = PartitionedGraphStore(part, codec=codec)
+        rows = store.fetch(wanted)
+        traffic = {(t["layer"], t["direction"]): t for t in store.counter.as_dicts()}
+        response = traffic[("features", "response")]
+        out[codec] = {
+            "x": rows.x.numpy(),
+            "y": rows.y.numpy(),
+            "ids": rows.ids.numpy(),
+            "requested": traffic[("features", "request")]["rows_sent"],
+            "sent": response["bytes_sent"],
+            "rows_sent": response["rows_sent"],
+            "received": response["bytes_received"],
+            "rows_received": response["rows_received"],
+        }
+    return out, part.owned_range
+
+
+def test_feature_fetch_codec_counts_encoded_bytes():
+    """Remote rows travel encoded; ids and labels stay exact; bytes = rows × the codec's row
+    bytes (plus two int64 per row of ids and labels)."""
+    graph = _graph()
+    for result, (start, end) in run_ranks(_fetch_with_codecs, 3):
+        remote = np.ones(graph.num_nodes, dtype=bool)
+        remote[start:end] = False
+        exact = result["fp32"]
+        for codec, r in result.items():
+            np.testing.assert_array_equal(r["ids"], exact["ids"])
+            np.testing.assert_array_equal(r["y"], exact["y"])
+            np.testing.assert_array_equal(r["x"][~remote], exact["x"][~remote])  # never sent
+            error = float(np.linalg.norm(r["x"] - exact["x"]) / np.linalg.norm(exact["x"]))
+            assert error == 0.0 if codec == "fp32" else 0 < error < 0.15
+            row = {"fp32": 4 * FEATURES, "bf16": 2 * FEATURES, "int8": FEATURES + 4}
+            row["int4"] = (FEATURES + 1) // 2 + 4
+            assert r["sent"] == r["rows_sent"] // 2 * (row[codec] + 16)  # x + (id, label)
+            assert r["received"] == r["rows_received"] // 2 * (row[codec] + 16)
+            assert r["rows_received"] // 2 == int(remote.sum()) == r["requested"]

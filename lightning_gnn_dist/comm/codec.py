@@ -1,0 +1,551 @@
+"""Message codecs: how exchanged rows travel on the wire (issue 22; AdaQP, Sancus^q).
+
+Every exchange mode moves ``[rows, d]`` float blocks. A :class:`Codec` turns such a block into a
+*wire* tensor of one row per input row (so a transport can slice it per peer exactly as it slices
+the rows) and back:
+
+========= ============================================== ==================================
+codec     wire row of a ``d``-wide float32 row            bytes per row
+========= ============================================== ==================================
+``fp32``  the row itself (nothing is converted)           ``4·d``
+``fp16``  IEEE half, stochastically rounded               ``2·d``
+``bf16``  bfloat16, stochastically rounded                ``2·d``
+``int8``  ``d`` codes + bf16 zero point + bf16 scale      ``d + 4``
+``int4``  ``d`` codes packed two per byte + the same      ``ceil(d/2) + 4``
+========= ============================================== ==================================
+
+Integer codecs quantise each row with its own zero point ``m`` and scale ``s`` (AdaQP's per-row
+min/max): ``q = floor((x − m)/s + u)`` with ``u ~ U[0, 1)``, decoded as ``m + q·s``. ``m`` is
+rounded *down* and ``s`` *up* to bfloat16 before use, so every ``x`` lies in
+``[m, m + (2^b − 1)·s]`` and the decoded row is unbiased: ``E[decode(encode(x))] = x`` (up to
+float32 rounding of the arithmetic). The half-precision codecs round stochastically too
+(probability proportional to the distance to each neighbour), so every lossy codec is unbiased;
+``fp16`` saturates at ±65504 instead of overflowing. The random numbers come from a generator
+per message (:meth:`CodecPolicy.generator`: seed, rank, layer, direction and a per-message
+counter), so a run is repeatable for a seed.
+
+:class:`CodecPolicy` says which codec each message uses: one name for everything, one per
+direction (``{"forward": "int8", "backward": "bf16"}``), or one per layer (``{"convs.0":
+"fp32", "*": "int8"}``, values a name or a per-direction mapping). ``"adaptive"`` picks, per
+``(layer, direction)`` and epoch, ``int4`` where the variance that ``int4`` rounding would add to
+the layer's messages in the previous epoch stays within ``tolerance`` of their squared norm, and
+``int8`` elsewhere (AdaQP's variance criterion, per layer instead of per message group); all ranks
+agree through one small collective per epoch, counted as layer :data:`CONTROL_LAYER`.
+
+The transports call the codec (``comm.p2p``, ``comm.broadcast``, ``comm.cached``,
+``comm.vertex_cut``, the neighbour loader's feature fetch, and :func:`all_to_all_rows` for any
+``all_to_all`` of rows); the counters record the encoded bytes (payload plus zero points and
+scales).
+"""
+
+from __future__ import annotations
+
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from lightning_gnn_dist.data.sampler import hash_keys
+
+DIRECTIONS = ("forward", "backward")
+ADAPTIVE = "adaptive"
+ADAPTIVE_LADDER = ("int4", "int8")
+"""Codecs ``"adaptive"`` chooses from, lowest bit-width first."""
+CONTROL_LAYER = "codec"
+"""Counter layer of the adaptive codec's per-epoch agreement (direction ``"control"``)."""
+DEFAULT_TOLERANCE = 0.01
+"""Default relative variance ``E‖Q(x) − x‖² / ‖x‖²`` that ``"adaptive"`` accepts from int4."""
+
+
+class Codec(ABC):
+    """Encodes ``[rows, d]`` float rows into a wire tensor ``[rows, row_bytes(d)]`` and back."""
+
+    name: ClassVar[str] = ""
+    lossless: ClassVar[bool] = False
+
+    @abstractmethod
+    def row_bytes(self, width: int, element_size: int = 4) -> int:
+        """Bytes on the wire per row of ``width`` elements of ``element_size`` bytes."""
+
+    def message_bytes(self, rows: int, width: int, element_size: int = 4) -> int:
+        """Bytes on the wire of ``rows`` rows (payload plus zero points and scales)."""
+        return rows * self.row_bytes(width, element_size)
+
+    @abstractmethod
+    def encode(self, rows: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """``[n, d]`` float rows → ``[n, row_bytes(d)]`` wire (``uint8``; ``fp32``: the rows)."""
+
+    @abstractmethod
+    def decode(self, wire: Tensor, width: int, dtype: torch.dtype = torch.float32) -> Tensor:
+        """``[n, row_bytes(width)]`` wire → ``[n, width]`` rows of ``dtype``."""
+
+    def empty(self, rows: int, width: int, like: Tensor) -> Tensor:
+        """A receive buffer for ``rows`` encoded rows of ``width`` (device of ``like``)."""
+        return torch.empty(
+            rows, self.row_bytes(width, like.element_size()), dtype=torch.uint8, device=like.device
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class IdentityCodec(Codec):
+    """``fp32``: rows travel as they are (bit-identical to an exchange without a codec)."""
+
+    name = "fp32"
+    lossless = True
+
+    def row_bytes(self, width: int, element_size: int = 4) -> int:
+        return width * element_size
+
+    def encode(self, rows: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        return rows
+
+    def decode(self, wire: Tensor, width: int, dtype: torch.dtype = torch.float32) -> Tensor:
+        return wire
+
+    def empty(self, rows: int, width: int, like: Tensor) -> Tensor:
+        return like.new_empty(rows, width)
+
+
+class HalfCodec(Codec):
+    """``fp16`` / ``bf16`` with stochastic rounding: 2 bytes per element, unbiased."""
+
+    def __init__(self, name: str, dtype: torch.dtype) -> None:
+        self.name, self.dtype = name, dtype
+
+    def row_bytes(self, width: int, element_size: int = 4) -> int:
+        return 2 * width
+
+    def encode(self, rows: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        rows = rows.float()
+        if self.dtype == torch.bfloat16:
+            half = _stochastic_bf16(rows, generator)
+        else:
+            half = _stochastic_fp16(rows, generator)
+        return half.contiguous().view(torch.uint8).view(rows.size(0), 2 * rows.size(1))
+
+    def decode(self, wire: Tensor, width: int, dtype: torch.dtype = torch.float32) -> Tensor:
+        return _aligned(wire).view(self.dtype).view(wire.size(0), width).to(dtype)
+
+
+class IntCodec(Codec):
+    """``int8`` / ``int4``: per-row stochastic integer quantisation with bf16 zero point and
+    scale (AdaQP); ``int4`` codes are packed two per byte (low nibble first)."""
+
+    def __init__(self, bits: int) -> None:
+        self.bits, self.name = bits, f"int{bits}"
+        self.levels = 2**bits - 1
+
+    def _payload(self, width: int) -> int:
+        return width if self.bits == 8 else (width + 1) // 2
+
+    def row_bytes(self, width: int, element_size: int = 4) -> int:
+        return self._payload(width) + 4
+
+    def encode(self, rows: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        rows = rows.float()
+        n, width = rows.shape
+        if n == 0:
+            return torch.empty(0, self.row_bytes(width), dtype=torch.uint8, device=rows.device)
+        zero = _bf16_toward(rows.amin(1), down=True)
+        zero_f = zero.float()
+        scale = _bf16_toward((rows.amax(1) - zero_f) / self.levels, down=False)
+        scale_f = scale.float()
+        safe = torch.where(scale_f > 0, scale_f, torch.ones_like(scale_f))
+        # A row with scale 0 equals its zero point exactly: t = 0 and its codes are 0.
+        t = (rows - zero_f[:, None]).div_(safe[:, None]).add_(self._noise(rows, generator))
+        codes = t.floor_().clamp_(0, self.levels).to(torch.uint8)
+        if self.bits == 4:
+            if width % 2:
+                codes = torch.cat([codes, codes.new_zeros(n, 1)], 1)
+            codes = codes[:, 0::2] | (codes[:, 1::2] << 4)
+        params = torch.stack([zero, scale], 1).contiguous().view(torch.uint8).view(n, 4)
+        return torch.cat([codes, params], 1)
+
+    @staticmethod
+    def _noise(rows: Tensor, generator: torch.Generator | None) -> Tensor:
+        """``U[0, 1)`` per element: the stochastic rounding's dither."""
+        return torch.rand(rows.shape, generator=generator, device=rows.device)
+
+    def decode(self, wire: Tensor, width: int, dtype: torch.dtype = torch.float32) -> Tensor:
+        payload = self._payload(width)
+        codes = wire[:, :payload]
+        if self.bits == 4:
+            codes = torch.stack([codes & 0x0F, codes >> 4], 2).view(wire.size(0), 2 * payload)
+            codes = codes[:, :width]
+        params = _aligned(wire[:, payload:]).view(torch.bfloat16).float()
+        return (params[:, :1] + codes.float() * params[:, 1:]).to(dtype)
+
+
+CODECS: dict[str, Codec] = {
+    codec.name: codec
+    for codec in (
+        IdentityCodec(),
+        HalfCodec("fp16", torch.float16),
+        HalfCodec("bf16", torch.bfloat16),
+        IntCodec(8),
+        IntCodec(4),
+    )
+}
+"""The codecs by name."""
+IDENTITY = CODECS["fp32"]
+CODEC_NAMES = (*CODECS, ADAPTIVE)
+
+
+def get_codec(name: str) -> Codec:
+    """The codec ``name`` (``fp32``, ``fp16``, ``bf16``, ``int8``, ``int4``).
+
+    Raises:
+        ValueError: unknown name (the message lists the known ones).
+    """
+    if name not in CODECS:
+        raise ValueError(f"unknown codec {name!r}; choose one of {', '.join(CODECS)}")
+    return CODECS[name]
+
+
+# -- rounding helpers ----------------------------------------------------------------------------
+def _aligned(wire: Tensor) -> Tensor:
+    """``wire`` contiguous and at an even storage offset, so its bytes can be viewed as 2-byte
+    values."""
+    if wire.is_contiguous() and wire.storage_offset() % 2 == 0:
+        return wire
+    return wire.clone(memory_format=torch.contiguous_format)
+
+
+def _bf16_toward(x: Tensor, down: bool) -> Tensor:
+    """``[n]`` float32 → bfloat16 rounded toward −inf (``down``) or +inf: the nearest bf16
+    that is ``≤ x`` (``≥ x``)."""
+    nearest = x.to(torch.bfloat16)
+    wrong = nearest.float() > x if down else nearest.float() < x
+    return torch.where(wrong, _bf16_step(nearest, up=not down), nearest)
+
+
+def _bf16_step(values: Tensor, up: bool) -> Tensor:
+    """The next bf16 above (``up``) or below each value, through its float32 bit pattern
+    (bf16 is the upper half of float32; sign and magnitude are stored separately)."""
+    bits = values.float().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    negative = (bits >> 31) == 1
+    magnitude = (bits >> 16) & 0x7FFF
+    grow = negative != up  # moving away from zero
+    at_zero = (magnitude == 0) & ~grow
+    magnitude = torch.where(grow, magnitude + 1, magnitude - 1)
+    negative = torch.where(at_zero, ~negative, negative)
+    magnitude = torch.where(at_zero, torch.ones_like(magnitude), magnitude)
+    pattern = ((negative.to(torch.int64) << 15) | magnitude) << 16
+    pattern = torch.where(pattern >= 2**31, pattern - 2**32, pattern).to(torch.int32)
+    return pattern.view(torch.float32).to(torch.bfloat16)
+
+
+def _stochastic_bf16(x: Tensor, generator: torch.Generator | None) -> Tensor:
+    """float32 → bfloat16 rounded up in magnitude with probability equal to the dropped
+    fraction of the 16 low mantissa bits (unbiased). Adding the dither to the bit pattern adds
+    to the magnitude for either sign (sign and magnitude are stored apart), and a carry moves
+    into the exponent as it should."""
+    x = x.contiguous()
+    noise = torch.randint(0, 1 << 16, x.shape, generator=generator, device=x.device)
+    bits = (x.view(torch.int32) + noise.to(torch.int32)) & -(1 << 16)
+    return torch.where(torch.isnan(x), x, bits.view(torch.float32)).to(torch.bfloat16)
+
+
+def _stochastic_fp16(x: Tensor, generator: torch.Generator | None) -> Tensor:
+    """float32 → float16 with stochastic rounding (unbiased within ±65504; beyond, it
+    saturates). Normal float16 values keep 10 of float32's 23 mantissa bits, so the bf16 trick
+    works with 13 dithered bits; below float16's smallest normal (2^-14) the grid is 2^-24."""
+    finite = torch.finfo(torch.float16).max
+    x = x.clamp(-finite, finite).contiguous()
+    noise = torch.randint(0, 1 << 13, x.shape, generator=generator, device=x.device)
+    noise = noise.to(torch.int32)
+    normal = ((x.view(torch.int32) + noise) & -(1 << 13)).view(torch.float32)
+    grid = 2.0**-24
+    subnormal = torch.floor(x / grid + noise.to(x.dtype) * 2.0**-13) * grid
+    return torch.where(x.abs() < 2.0**-14, subnormal, normal).to(torch.float16)
+
+
+def quantisation_variance(rows: Tensor, bits: int) -> tuple[float, float]:
+    """``(E‖Q(x) − x‖², ‖x‖²)`` of stochastic ``bits``-bit per-row quantisation of ``[n, d]``
+    ``rows`` (exact for the unrounded zero point and scale: ``Σ s² f (1 − f)`` with ``f`` the
+    fractional code)."""
+    if rows.numel() == 0:
+        return 0.0, 0.0
+    rows = rows.detach().float()
+    low = rows.amin(1, keepdim=True)
+    scale = (rows.amax(1, keepdim=True) - low) / (2**bits - 1)
+    t = (rows - low) / torch.where(scale > 0, scale, torch.ones_like(scale))
+    fraction = t - torch.floor(t)
+    error = (scale.square() * fraction * (1 - fraction)).sum()
+    return float(error), float(rows.square().sum())
+
+
+# -- policy ----------------------------------------------------------------------------------------
+def _check_name(name: Any, where: str) -> str:
+    if not isinstance(name, str) or name not in CODEC_NAMES:
+        raise ValueError(
+            f"{where}: unknown codec {name!r}; choose one of {', '.join(CODEC_NAMES)} "
+            "(or a mapping per direction 'forward'/'backward', or per layer name with '*' for "
+            "the rest)"
+        )
+    return name
+
+
+def _per_direction(value: Any, where: str) -> dict[str, str]:
+    if isinstance(value, str):
+        name = _check_name(value, where)
+        return dict.fromkeys(DIRECTIONS, name)
+    if isinstance(value, Mapping):
+        unknown = set(value) - set(DIRECTIONS)
+        if unknown:
+            raise ValueError(
+                f"{where}: unknown direction(s) {sorted(unknown)}; use 'forward' and/or "
+                "'backward' (the other defaults to 'fp32')"
+            )
+        return {d: _check_name(value.get(d, "fp32"), f"{where}[{d!r}]") for d in DIRECTIONS}
+    raise ValueError(
+        f"{where}: a codec is a name ({', '.join(CODEC_NAMES)}) or a mapping "
+        f"{{'forward': ..., 'backward': ...}} (got {type(value).__name__} {value!r})"
+    )
+
+
+def parse_codec_spec(spec: Any) -> dict[str, dict[str, str]]:
+    """``{layer or "*": {"forward": name, "backward": name}}`` from a codec spec.
+
+    Accepted: a name; ``{"forward": name, "backward": name}`` (a missing direction is
+    ``fp32``); ``{layer: name or per-direction mapping, "*": default}`` (layers not listed and no
+    ``"*"``: ``fp32``).
+
+    Raises:
+        ValueError: unknown codec name or direction, or a value of the wrong type.
+    """
+    if isinstance(spec, str) or (
+        isinstance(spec, Mapping) and spec and set(spec) <= set(DIRECTIONS)
+    ):
+        return {"*": _per_direction(spec, "codec")}
+    if not isinstance(spec, Mapping):
+        raise ValueError(
+            f"codec must be a name ({', '.join(CODEC_NAMES)}) or a mapping per direction or per "
+            f"layer (got {type(spec).__name__} {spec!r})"
+        )
+    if set(spec) & set(DIRECTIONS):
+        others = sorted(str(k) for k in set(spec) - set(DIRECTIONS))
+        raise ValueError(
+            f"codec mixes directions and layer names {others}: give either "
+            "{'forward': ..., 'backward': ...} or {layer: name or {'forward': ..., 'backward': "
+            "...}, '*': default}"
+        )
+    table = {str(layer): _per_direction(v, f"codec[{layer!r}]") for layer, v in spec.items()}
+    table.setdefault("*", dict.fromkeys(DIRECTIONS, "fp32"))
+    return table
+
+
+class CodecPolicy:
+    """Which codec each ``(layer, direction)`` uses, the random streams of the stochastic ones,
+    and the adaptive bit-width rule.
+
+    Args:
+        codec (str or dict): a codec name (``"fp32"``, ``"fp16"``, ``"bf16"``, ``"int8"``,
+            ``"int4"``, ``"adaptive"``), a mapping per direction (``{"forward": "int8",
+            "backward": "bf16"}``), or a mapping per layer name (the distributed layer's
+            ``layer_name``, e.g. ``"model.convs.0"``, or its tail after a dot, ``"convs.0"``; the
+            neighbour loader's feature fetch is layer ``"features"``, direction ``"forward"``)
+            with ``"*"`` for the rest. (default: ``"fp32"``)
+        seed (int, optional): seed of the stochastic rounding; the stream of a message is a hash
+            of ``(seed, rank, layer, direction, message number)``. (default: torch's initial
+            seed when the first message is encoded, so ``seed_everything`` makes runs repeatable)
+        tolerance (float): ``"adaptive"``: the relative variance ``E‖Q(x) − x‖² / ‖x‖²`` int4
+            may add to a layer's messages (summed over ranks and the epoch's rounds) before the
+            layer is raised to int8. (default: :data:`DEFAULT_TOLERANCE`)
+    """
+
+    def __init__(
+        self, codec: Any = "fp32", seed: int | None = None, tolerance: float = DEFAULT_TOLERANCE
+    ) -> None:
+        if not (isinstance(tolerance, int | float) and tolerance >= 0):
+            raise ValueError(f"tolerance must be a relative variance >= 0 (got {tolerance!r})")
+        self.spec = codec
+        self.table = parse_codec_spec(codec)
+        self.seed, self.tolerance = seed, float(tolerance)
+        self._steps: dict[tuple[str, str], int] = {}
+        # adaptive: the codec in use per key, and [Σ error, Σ norm²] of int4 over this epoch
+        self._choice: dict[tuple[str, str], str] = {}
+        self._stats: dict[tuple[str, str], list[float]] = {}
+        self._epoch: int | None = None
+        self._seen: set[str] = set()
+        #: ``(epoch, {"layer/direction": codec})`` after every adaptive agreement.
+        self.history: list[tuple[int, dict[str, str]]] = []
+
+    @classmethod
+    def coerce(cls, codec: Any) -> CodecPolicy:
+        """``codec`` itself if it is a policy, else a new policy from the spec."""
+        return codec if isinstance(codec, CodecPolicy) else cls(codec)
+
+    @property
+    def lossless(self) -> bool:
+        """True when every message travels as ``fp32`` (the exchange without a codec)."""
+        return all(n == "fp32" for row in self.table.values() for n in row.values())
+
+    @property
+    def adaptive(self) -> bool:
+        return any(n == ADAPTIVE for row in self.table.values() for n in row.values())
+
+    def name(self, layer: str, direction: str) -> str:
+        """The configured name for ``(layer, direction)`` (``"adaptive"`` unresolved); marks
+        the spec's entry as used (see :meth:`unmatched_layers`)."""
+        key = self._key(layer)
+        self._seen.add(key)
+        return self.table[key].get(direction, "fp32")
+
+    def lookup(self, layer: str, direction: str) -> str:
+        """:meth:`name` without marking the entry as used."""
+        return self.table[self._key(layer)].get(direction, "fp32")
+
+    def _key(self, layer: str) -> str:
+        """The spec entry of ``layer``: its own name, else the longest entry it ends with after a
+        dot (``"convs.0"`` matches ``"model.convs.0"``), else ``"*"``."""
+        if layer in self.table:
+            return layer
+        suffixes = [k for k in self.table if k != "*" and layer.endswith("." + k)]
+        return max(suffixes, key=len) if suffixes else "*"
+
+    def codec(self, layer: str, direction: str) -> Codec:
+        """The codec of this round's messages of ``(layer, direction)``."""
+        name = self.name(layer, direction)
+        if name == ADAPTIVE:
+            name = self._choice.setdefault((layer, direction), ADAPTIVE_LADDER[-1])
+            self._stats.setdefault((layer, direction), [0.0, 0.0])
+        return CODECS[name]
+
+    def generator(self, layer: str, direction: str, rank: int, device) -> torch.Generator:
+        """A generator for the next message of ``(layer, direction)`` sent by ``rank``."""
+        if self.seed is None:
+            self.seed = int(torch.initial_seed()) & 0x7FFFFFFF
+        key = (layer, direction)
+        step = self._steps.get(key, 0)
+        self._steps[key] = step + 1
+        layer_key = zlib.crc32(layer.encode())
+        direction_key = zlib.crc32(direction.encode())
+        seed = int(hash_keys(self.seed, rank, layer_key, direction_key, step))
+        return torch.Generator(device=device).manual_seed(seed)
+
+    def encode(self, codec: Codec, rows: Tensor, layer: str, direction: str, rank: int) -> Tensor:
+        """``codec.encode(rows)`` with the message's generator; feeds the adaptive statistics."""
+        if codec.lossless:
+            return codec.encode(rows)
+        stats = self._stats.get((layer, direction))
+        if stats is not None:
+            error, norm = quantisation_variance(rows, 4)
+            stats[0] += error
+            stats[1] += norm
+        return codec.encode(rows, self.generator(layer, direction, rank, rows.device))
+
+    def begin_round(self, epoch: int | None, group=None, counter=None) -> None:
+        """Called before every round on every rank; at the first training round of a new epoch
+        the adaptive rule re-chooses each key's codec from the previous epoch's statistics of all
+        ranks (one collective, recorded in ``counter`` as ``(CONTROL_LAYER, "control")``)."""
+        if epoch is None or epoch == self._epoch:
+            return
+        first, self._epoch = self._epoch is None, epoch
+        if first or not self._stats:
+            return
+        keys = sorted(self._stats)
+        local = torch.tensor([self._stats[k] for k in keys], dtype=torch.float64).view(-1)
+        names = "|".join(f"{layer}/{direction}" for layer, direction in keys)
+        header = torch.tensor([len(keys), zlib.crc32(names.encode())], dtype=torch.float64)
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1:
+            # Both sizes must match on every rank: gather the key lists' fingerprints first.
+            world = dist.get_world_size(group)
+            headers = [torch.empty_like(header) for _ in range(world)]
+            dist.all_gather(headers, header, group=group)
+            if any(not torch.equal(h, header) for h in headers):
+                raise RuntimeError(
+                    "codec='adaptive': the ranks exchanged different layers this epoch "
+                    f"(this rank: {names}); every rank must run the same distributed layers"
+                )
+            dist.all_reduce(local, group=group)
+            if counter is not None:
+                counter.record(
+                    CONTROL_LAYER,
+                    "control",
+                    rows_sent=1,
+                    rows_received=1,
+                    width=header.numel() + local.numel(),
+                    element_size=8,
+                    messages_sent=2,
+                    messages_received=2,
+                )
+        stats = local.view(-1, 2).tolist()
+        for key, (error, norm) in zip(keys, stats, strict=True):
+            if norm > 0:
+                low = ADAPTIVE_LADDER[0]
+                self._choice[key] = low if error <= self.tolerance * norm else ADAPTIVE_LADDER[1]
+            self._stats[key] = [0.0, 0.0]
+        self.history.append((epoch, {f"{lay}/{d}": self._choice[(lay, d)] for lay, d in keys}))
+
+    def unmatched_layers(self) -> list[str]:
+        """Layer names of the spec that no message has asked for (typos, renamed layers)."""
+        return sorted(set(self.table) - {"*"} - self._seen)  # _seen holds matched entries
+
+    # -- checkpoint ---------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Message counters, adaptive choices and statistics, the epoch and the seed."""
+        return {
+            "seed": self.seed,
+            "epoch": self._epoch,
+            "steps": [[*k, v] for k, v in self._steps.items()],
+            "choice": [[*k, v] for k, v in self._choice.items()],
+            "stats": [[*k, *v] for k, v in self._stats.items()],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.seed, self._epoch = state["seed"], state["epoch"]
+        self._steps = {(lay, d): int(v) for lay, d, v in state["steps"]}
+        self._choice = {(lay, d): str(v) for lay, d, v in state["choice"]}
+        self._stats = {(lay, d): [float(e), float(n)] for lay, d, e, n in state["stats"]}
+
+    def __repr__(self) -> str:
+        extra = f", tolerance={self.tolerance}" if self.adaptive else ""
+        return f"CodecPolicy({self.spec!r}{extra})"
+
+
+def row_bytes(codec: str | Codec, width: int, element_size: int = 4) -> int:
+    """Bytes per row of ``width`` elements under ``codec`` (a name or a :class:`Codec`)."""
+    codec = get_codec(codec) if isinstance(codec, str) else codec
+    return codec.row_bytes(width, element_size)
+
+
+def all_to_all_rows(
+    wire: Tensor,
+    send_counts: list[int],
+    recv_counts: list[int],
+    codec: Codec,
+    width: int,
+    dtype: torch.dtype = torch.float32,
+    group=None,
+) -> Tensor:
+    """One ``all_to_all_single`` of encoded rows: ``wire`` (``codec``'s encoding of
+    ``[Σ send_counts, width]`` rows grouped by receiving rank, e.g. from
+    :meth:`CodecPolicy.encode`) → ``[Σ recv_counts, width]`` decoded rows grouped by sending rank.
+    For exchanges that move rows with collectives (the neighbour loader's fetch, RDM's
+    redistributions; :meth:`~lightning_gnn_dist.comm.base.HaloExchange._all_to_all_rows` also
+    counts them)."""
+    received = codec.empty(sum(recv_counts), width, wire)
+    dist.all_to_all_single(received, wire, recv_counts, send_counts, group=group)
+    return codec.decode(received, width, dtype)
+
+
+__all__ = [
+    "ADAPTIVE",
+    "CODECS",
+    "CODEC_NAMES",
+    "CONTROL_LAYER",
+    "Codec",
+    "CodecPolicy",
+    "all_to_all_rows",
+    "get_codec",
+    "parse_codec_spec",
+    "quantisation_variance",
+    "row_bytes",
+]
