@@ -22,6 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lightning_gnn_dist.data.graph import column_net_pins, sorted_unique
+from lightning_gnn_dist.data.local import relabel_order
+
 PLACEMENTS: tuple[str, ...] = ("naive", "mapping", "two-level")
 """Placement methods: ``"naive"`` (part ``p`` on rank ``p`` as partitioned), ``"mapping"``
 (:func:`map_parts_to_nodes`), ``"two-level"`` (:func:`two_level_assignment`)."""
@@ -195,3 +198,69 @@ def _check_square(peer_rows: np.ndarray, topology: Topology) -> None:
             f"peer_rows has shape {peer_rows.shape} but the topology has {topology.num_nodes} "
             f"nodes × {topology.ranks_per_node} ranks = {size} ranks; partition into {size} parts"
         )
+
+
+def choose_gateways(vertex: np.ndarray, rank: np.ndarray, node: np.ndarray) -> np.ndarray:
+    """The gateway rank of every ``(vertex, rank)`` pair of the hierarchical exchange.
+
+    The ranks of one node that need one row (pairs with equal ``vertex`` and ``node``) receive it
+    once from its owner, through one of them: the ``(vertex mod count)``-th of those ranks in
+    ascending order (``count`` of them), a deterministic choice that spreads the forwarding work
+    over a node's ranks. Owner and receivers compute it alike from their own halves of the plan.
+
+    Args:
+        vertex: ``[n] int64`` relabelled (partition-order) id of the row.
+        rank: ``[n] int64`` rank that needs it (each pair once).
+        node: ``[n] int64`` that rank's node.
+
+    Returns:
+        ``[n] int64`` gateway of each pair, in the input order.
+    """
+    vertex, rank, node = (np.asarray(a, dtype=np.int64) for a in (vertex, rank, node))
+    if vertex.size == 0:
+        return np.empty(0, dtype=np.int64)
+    order = np.lexsort((rank, vertex, node))
+    v, r, n = vertex[order], rank[order], node[order]
+    new_group = np.ones(v.size, dtype=bool)
+    new_group[1:] = (v[1:] != v[:-1]) | (n[1:] != n[:-1])
+    starts = np.flatnonzero(new_group)
+    counts = np.diff(np.append(starts, v.size))
+    group = np.cumsum(new_group) - 1
+    gateway = np.empty_like(vertex)
+    gateway[order] = r[starts[group] + v % counts[group]]
+    return gateway
+
+
+def hierarchical_peer_rows(data, assignment: np.ndarray, topology: Topology) -> np.ndarray:
+    """``[P, P] int64`` rows rank ``p`` sends rank ``q`` per SpMM (forward) in the hierarchical
+    exchange (``exchange="hierarchical"``): each row goes once to every other rank of its
+    owner's node that needs it, and once to one gateway (:func:`choose_gateways`) on every other
+    node that needs it, which forwards it to the other ranks of its node that need it. Backward
+    moves the transpose. Compare ``metrics.peer_rows`` (``p2p``: once per rank that needs it).
+
+    Args:
+        data: canonical graph.
+        assignment: ``[N] int64`` part of each vertex (part ``p`` on rank ``p``).
+        topology: nodes × ranks per node, world size = number of parts.
+    """
+    size, num_vertices = topology.world_size, data.num_nodes
+    assignment = np.asarray(assignment, dtype=np.int64)
+    new_to_old, _ = relabel_order(assignment, size)
+    new_id = np.empty(num_vertices, dtype=np.int64)
+    new_id[new_to_old] = np.arange(num_vertices)
+    nets, pins = column_net_pins(data.edge_index, num_vertices)
+    pair = sorted_unique(nets * size + assignment[pins])  # (row, rank that needs it)
+    row, rank = pair // size, pair % size
+    owner = assignment[row]
+    keep = rank != owner
+    row, rank, owner = row[keep], rank[keep], owner[keep]
+    node = topology.node_of_rank()
+    local = node[rank] == node[owner]
+    rows = np.zeros((size, size), dtype=np.int64)
+    np.add.at(rows, (owner[local], rank[local]), 1)
+    row, rank, owner = row[~local], rank[~local], owner[~local]
+    gateway = choose_gateways(new_id[row], rank, node[rank])
+    first = gateway == rank  # one pair per (row, remote node) is the gateway's own
+    np.add.at(rows, (owner[first], rank[first]), 1)
+    np.add.at(rows, (gateway[~first], rank[~first]), 1)
+    return rows
