@@ -134,11 +134,16 @@ class HypergraphPartitioner(Partitioner):
         return super().partition(data, num_parts)
 
     def _partition(self, data: Data, num_parts: int) -> np.ndarray:
-        hypergraph = replace(
+        return self.partition_hypergraph(self.hypergraph(data), num_parts)
+
+    def hypergraph(self, data: Data) -> ColumnNetHypergraph:
+        """The column-net hypergraph of ``data`` with this partitioner's vertex weights (what
+        :meth:`partition` cuts; :func:`~lightning_gnn_dist.partition.placement.two_level_assignment`
+        cuts it twice)."""
+        return replace(
             column_net_hypergraph(data),
             vertex_weights=vertex_weights(data, self.vertex_weight, self.widths),
         )
-        return self.partition_hypergraph(hypergraph, num_parts)
 
     def partition_hypergraph(
         self, hypergraph: ColumnNetHypergraph, num_parts: int, refine: bool = True

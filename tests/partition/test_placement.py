@@ -122,3 +122,49 @@ def test_two_level_groups_each_node_and_balances_ranks():
     assert (assignment // 2 == nodes).all()
     node_volume = partition_metrics(data, assignment // 2, 2).total_volume_rows
     assert node_volume == partition_metrics(data, nodes, 2).total_volume_rows
+
+
+def test_the_store_records_the_placement_and_refuses_another_topology(tmp_path):
+    from lightning_gnn_dist.partition.store import PartitionStoreError, partition_to_store
+
+    data = random_graph(80, 400, seed=2, features=3)
+    partitioner = get_partitioner("random", seed=0)
+    topology = Topology(2, 2)
+    path = tmp_path / "placed"
+    store = partition_to_store(data, partitioner, 4, path, topology=topology, placement="mapping")
+    placement = store.meta["placement"]
+    assert (placement["num_nodes"], placement["ranks_per_node"]) == (2, 2)
+    assert placement["method"] == "mapping"
+    assert sorted(placement["part_to_rank"]) == [0, 1, 2, 3]
+    # the stored assignment is the partitioner's renumbered: part p of it runs on rank p
+    rank_of = np.asarray(placement["part_to_rank"])
+    np.testing.assert_array_equal(store.assignment(), rank_of[partitioner.partition(data, 4)])
+    assert store.metrics.ranks_per_node == 2
+    assert store.metrics.hierarchical_peer_rows.shape == (4, 4)
+    store.check_topology(topology)
+    store.check_topology(None)  # nothing known about the launch: nothing to check
+    with pytest.raises(PartitionStoreError, match=r"placed \('mapping'\) for 2 node\(s\) x 2"):
+        store.check_topology(Topology(1, 4))
+    with pytest.raises(PartitionStoreError, match="num_nodes=2 and devices=2"):
+        partition_to_store(data, partitioner, 4, path, topology=Topology(4, 1))
+    plain = partition_to_store(data, partitioner, 4, tmp_path / "plain")
+    assert "placement" not in plain.meta and plain.topology is None
+    plain.check_topology(Topology(2, 2))  # an unplaced store runs anywhere (part p on rank p)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"placement": "mapping"}, "needs the topology"),
+        ({"placement": "nearest", "topology": Topology(2, 2)}, "unknown placement 'nearest'"),
+        ({"topology": Topology(3, 1)}, "has 3 ranks but num_parts=4"),
+        ({"placement": "two-level", "topology": Topology(2, 2)}, "use method='hypergraph'"),
+    ],
+)
+def test_bad_placements_are_refused_before_partitioning(tmp_path, kwargs, match):
+    from lightning_gnn_dist.partition.store import partition_to_store
+
+    data = random_graph(40, 100, seed=1, features=3)
+    with pytest.raises(ValueError, match=match):
+        partition_to_store(data, get_partitioner("random"), 4, tmp_path / "s", **kwargs)
+    assert not (tmp_path / "s").exists()
