@@ -91,7 +91,7 @@ class HierarchicalExchange(P2PExchange):
     # The prediction depends on which rows ranks of one node share, which the per-pair metrics do
     # not hold: ``metrics.hierarchical_peer_rows`` (recorded with the store's placement) does.
     def predicted_peer_rows(self, metrics: PartitionMetrics, direction: str) -> np.ndarray | None:
-        rows = _metrics_rows(metrics, self.ranks_per_node)
+        rows = predicted_hierarchical_rows(metrics, self.ranks_per_node)
         if rows is None:
             return None
         return rows if direction == "forward" else rows.T
@@ -270,9 +270,12 @@ class HierarchicalExchange(P2PExchange):
         return Transfer(requests, back2, sum_and_return)
 
 
-def _metrics_rows(metrics: PartitionMetrics, ranks_per_node: int) -> np.ndarray | None:
+def predicted_hierarchical_rows(
+    metrics: PartitionMetrics, ranks_per_node: int
+) -> np.ndarray | None:
     """Forward ``[P, P]`` rows of the hierarchical exchange from the metrics: the recorded ones
-    for this many ranks per node, or ``peer_rows`` on one node (where it is ``p2p``)."""
+    (``metrics.hierarchical_peer_rows``) for this many ranks per node, or ``peer_rows`` on one
+    node (where it is ``p2p``); ``None`` when the metrics hold no placement of that shape."""
     if ranks_per_node == metrics.num_parts:
         return metrics.peer_rows
     recorded = getattr(metrics, "hierarchical_peer_rows", None)
