@@ -57,8 +57,8 @@ VARIANTS = {  # name: (partition, exchange)
     "two-level+hier": ("two-level", "hierarchical"),
 }
 CONFIGS = {
-    "default": {"rates": ["100mbit", "250mbit"], "warmup": 2, "epochs": 8},
-    "quick": {"rates": ["100mbit"], "warmup": 1, "epochs": 2},
+    "default": {"rates": ["50mbit", "100mbit"], "warmup": 2, "epochs": 8},
+    "quick": {"rates": ["50mbit"], "warmup": 1, "epochs": 4},
 }
 NODE_FLAG = "--node"
 
@@ -152,14 +152,19 @@ def _rank_main(local: int, config: dict, assignments_file: str, out: str) -> Non
         records = []
         for layer, direction, t in exchange.counter.items():
             sent_to += np.asarray(t.bytes_sent_to)
-            records.append([layer, direction, t.width, t.calls / config["epochs"]])
+            per_epoch = config["epochs"]
+            records.append([layer, direction, t.width, t.calls / per_epoch, t.seconds / per_epoch])
         matrix = torch.zeros(world, world, dtype=torch.float64)
         matrix[rank] = torch.from_numpy(sent_to)
         dist.all_reduce(matrix)
+        waits = torch.zeros(world, len(records), dtype=torch.float64)
+        waits[rank] = torch.tensor([r[4] for r in records], dtype=torch.float64)
+        dist.all_reduce(waits)  # seconds per epoch each rank waited, per record
         traffic[variant].append(
             {
                 "peer_bytes": (matrix / config["epochs"]).tolist(),
                 "records": records,
+                "rank_waits": waits.tolist(),
                 "wait": exchange.counter.total("seconds") / config["epochs"],
                 "node0_tx_bytes": tx / config["epochs"],
             }
@@ -224,7 +229,7 @@ def _predicted_bytes(rows: np.ndarray, records: list) -> np.ndarray:
     """``[P, P]`` bytes per epoch the recorded exchanges (``[layer, direction, width, calls per
     epoch]``) should move: forward rows, backward their transpose, 4 bytes per element."""
     total = np.zeros_like(rows, dtype=float)
-    for _, direction, width, calls in records:
+    for _, direction, width, calls, _ in records:
         total += (rows if direction == "forward" else rows.T) * width * 4 * calls
     return total
 
@@ -273,6 +278,9 @@ def run(r: Run) -> None:
                         "ratio": over.value,
                         "per_round": list(over.per_round),
                         "wait_share": float(np.mean([t["wait"] for t in traffic])) / epoch,
+                        # seconds per epoch each rank waited per (layer, direction), round 0
+                        "records": [rec[:2] for rec in traffic[0]["records"]],
+                        "rank_waits": traffic[0]["rank_waits"],
                     }
                 )
             naive_inter = rows[0]["inter_bytes"]

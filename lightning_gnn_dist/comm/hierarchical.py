@@ -223,6 +223,18 @@ class HierarchicalExchange(P2PExchange):
             codec=codec.name,
         )
 
+    def _post_split(
+        self, send: Tensor, send_counts: list[int], recv: Tensor, recv_counts: list[int]
+    ) -> tuple[list, list]:
+        """Post like :meth:`_post`; return ``(send requests, receive requests)`` so that a
+        gateway forwards what it received without waiting for its own sends to leave (with a
+        backend that returns one request for the whole batch, all of it counts as receiving)."""
+        requests = self._post(send, send_counts, recv, recv_counts)
+        sends = sum(1 for c in send_counts if c)
+        if len(requests) != sends + sum(1 for c in recv_counts if c):
+            return [], requests
+        return requests[:sends], requests[sends:]
+
     def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
         plan = self._get_plan(h_owned.device)
         codec = self._codec(layer, "forward")
@@ -231,19 +243,20 @@ class HierarchicalExchange(P2PExchange):
         rows = h_owned.index_select(0, plan["send1_index"])
         wire = self._encode(codec, rows, layer, "forward") if rows.numel() else rows
         recv1 = codec.empty(sum(plan["recv1_counts"]), width, h_owned)
-        requests = self._post(wire, plan["send1_counts"], recv1, plan["recv1_counts"])
+        sends, receives = self._post_split(wire, plan["send1_counts"], recv1, plan["recv1_counts"])
 
         def forward_and_assemble(received: Tensor) -> Tensor:
             onward = received.index_select(0, plan["send2_index"])
             recv2 = codec.empty(sum(plan["recv2_counts"]), width, h_owned)
-            for request in self._post(onward, plan["send2_counts"], recv2, plan["recv2_counts"]):
+            posted = self._post(onward, plan["send2_counts"], recv2, plan["recv2_counts"])
+            for request in posted + sends:
                 request.wait()
             halo = h_owned.new_empty(self.partition.num_halo, width)
             halo[plan["halo1"]] = codec.decode(received, width, dtype)
             halo[plan["halo2"]] = codec.decode(recv2, width, dtype)
             return halo
 
-        return Transfer(requests, recv1, forward_and_assemble)
+        return Transfer(receives, recv1, forward_and_assemble)
 
     def _post_backward(self, grad_halo: Tensor, layer: str) -> Transfer:
         plan = self._get_plan(grad_halo.device)
@@ -254,7 +267,7 @@ class HierarchicalExchange(P2PExchange):
         rows = grad_halo.index_select(0, plan["halo2"])
         wire = self._encode(codec, rows, layer, "backward") if rows.numel() else rows
         back2 = codec.empty(sum(plan["send2_counts"]), width, grad_halo)
-        requests = self._post(wire, plan["recv2_counts"], back2, plan["send2_counts"])
+        sends, receives = self._post_split(wire, plan["recv2_counts"], back2, plan["send2_counts"])
 
         def sum_and_return(received: Tensor) -> Tensor:
             # The gateway adds its node's gradients to its own, then stage 1 reversed.
@@ -262,12 +275,13 @@ class HierarchicalExchange(P2PExchange):
             total.index_add_(0, plan["send2_index"], codec.decode(received, width, dtype))
             out = self._encode(codec, total, layer, "backward") if total.numel() else total
             back1 = codec.empty(sum(plan["send1_counts"]), width, grad_halo)
-            for request in self._post(out, plan["recv1_counts"], back1, plan["send1_counts"]):
+            posted = self._post(out, plan["recv1_counts"], back1, plan["send1_counts"])
+            for request in posted + sends:
                 request.wait()
             grad_owned = grad_halo.new_zeros(self.partition.num_owned, width)
             return grad_owned.index_add_(0, plan["send1_index"], codec.decode(back1, width, dtype))
 
-        return Transfer(requests, back2, sum_and_return)
+        return Transfer(receives, back2, sum_and_return)
 
 
 def predicted_hierarchical_rows(
