@@ -57,7 +57,7 @@ VARIANTS = {  # name: (partition, exchange)
     "two-level+hier": ("two-level", "hierarchical"),
 }
 CONFIGS = {
-    "default": {"rates": ["50mbit", "100mbit"], "warmup": 2, "epochs": 8},
+    "default": {"rates": ["25mbit", "50mbit", "100mbit"], "warmup": 2, "epochs": 8},
     "quick": {"rates": ["50mbit"], "warmup": 1, "epochs": 4},
 }
 NODE_FLAG = "--node"
