@@ -69,7 +69,9 @@ class PartialAggregateSync(P2PExchange):
     def _post_backward(self, grad_halo: Tensor, layer: str) -> Transfer:
         return Transfer([], grad_halo.new_zeros(self.partition.num_owned, grad_halo.size(1)))
 
-    def synchronise(self, partial: Tensor, layer: str, reduce: str = "sum") -> Tensor:
+    def synchronise(
+        self, partial: Tensor, layer: str, reduce: str = "sum", ties: Tensor | None = None
+    ) -> Tensor:
         """``[num_local, d]`` partial aggregates → the same rows with every split vertex's copies
         holding the reduction over all copies (autograd-aware).
 
@@ -78,10 +80,16 @@ class PartialAggregateSync(P2PExchange):
                 no local in-edge must hold ``-inf``.
             layer: counter key.
             reduce: ``"sum"`` or ``"max"`` (element-wise).
+            ties: for ``reduce="max"``, ``[num_local, d]`` how many local edges reach the local
+                maximum (element-wise). Torch (hence PyG) splits a maximum's gradient evenly
+                between all tied inputs; with ``ties`` the backward gives each winning copy its
+                share ``ties_c / Σ ties`` (the counts travel with the gradients, so the backward
+                rows are ``2d`` wide). Without it every winning copy gets the whole gradient,
+                exact only when no maximum is tied across parts. (default: ``None``)
         """
         if reduce not in REDUCTIONS:
             raise ValueError(f"reduce must be one of {REDUCTIONS} (got {reduce!r})")
-        return _Synchronise.apply(partial, self, layer, reduce)
+        return _Synchronise.apply(partial, self, layer, reduce, ties)
 
     def _record_phases(
         self, layer: str, direction: str, leaf_counts: list[int], root_counts: list[int], like
@@ -134,22 +142,33 @@ class PartialAggregateSync(P2PExchange):
 
 class _Synchronise(Function):
     @staticmethod
-    def forward(ctx, partial: Tensor, sync: PartialAggregateSync, layer: str, reduce: str):
+    def forward(ctx, partial: Tensor, sync: PartialAggregateSync, layer: str, reduce: str, ties):
         total = sync._exchange(partial.detach(), layer, "forward", reduce)
         ctx.sync, ctx.layer, ctx.reduce = sync, layer, reduce
         if reduce == "max":
-            ctx.save_for_backward(partial.detach() == total)
+            winner = (partial.detach() == total).to(partial.dtype)
+            ctx.save_for_backward(winner if ties is None else winner * ties.to(partial.dtype))
         return total
 
     @staticmethod
     def backward(ctx, grad_total: Tensor):
         # y_c = ⊕_{c'} x_{c'} over the copies of one vertex: for a sum the Jacobian is symmetric,
-        # so the gradient takes the same route; for a max it then goes to the maximising copies.
-        grad = ctx.sync._exchange(grad_total, ctx.layer, "backward", "sum")
-        if ctx.reduce == "max":
-            (winner,) = ctx.saved_tensors
-            grad = grad * winner
-        return grad, None, None, None
+        # so the gradient takes the same route; for a max it then goes to the maximising copies,
+        # split between them as torch splits it between tied inputs (share = ties_c / Σ ties).
+        if ctx.reduce != "max":
+            return (
+                ctx.sync._exchange(grad_total, ctx.layer, "backward", "sum"),
+                None,
+                None,
+                None,
+                None,
+            )
+        (share,) = ctx.saved_tensors
+        width = grad_total.size(1)
+        packed = torch.cat([grad_total, share], dim=1)
+        total = ctx.sync._exchange(packed, ctx.layer, "backward", "sum")
+        grad, ties = total[:, :width], total[:, width:]
+        return grad * share / ties.clamp(min=1), None, None, None, None
 
 
 class NoSync(PartialAggregateSync):
@@ -162,7 +181,9 @@ class NoSync(PartialAggregateSync):
     def predicted_rows_sent(metrics, direction: str) -> np.ndarray:
         return np.zeros(metrics.num_parts, dtype=np.int64)
 
-    def synchronise(self, partial: Tensor, layer: str, reduce: str = "sum") -> Tensor:
+    def synchronise(
+        self, partial: Tensor, layer: str, reduce: str = "sum", ties: Tensor | None = None
+    ) -> Tensor:
         if reduce not in REDUCTIONS:
             raise ValueError(f"reduce must be one of {REDUCTIONS} (got {reduce!r})")
         return partial
@@ -255,7 +276,9 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
         leaf, root = self._bin_rows[:, step % self.delay].T
         return leaf + (root if step >= self.delay else 0)
 
-    def synchronise(self, partial: Tensor, layer: str, reduce: str = "sum") -> Tensor:
+    def synchronise(
+        self, partial: Tensor, layer: str, reduce: str = "sum", ties: Tensor | None = None
+    ) -> Tensor:
         if reduce != "sum":
             raise NotImplementedError(
                 f"{self.mode} with delay {self.delay} supports sum and mean aggregation; a {reduce} "

@@ -65,6 +65,11 @@ class GraphContext:
         every in-edge of its owned rows."""
         return aggregated
 
+    def after_message(self, module, messages: Tensor) -> None:
+        """Message hook of every distributed ``MessagePassing`` layer (PyG's message forward
+        hook): ``messages`` is ``[E, ...]``, one row per local edge. Nothing to do here."""
+        return None
+
     def after_aggregate(self, module, aggr_kwargs: dict, aggregated: Tensor) -> Tensor | None:
         """Post-aggregation hook of every distributed ``MessagePassing`` layer (PyG's
         ``aggregate`` forward hook): return replacement aggregates, or ``None`` to keep them."""

@@ -97,7 +97,14 @@ def distribute(model: nn.Module) -> nn.Module:
         if swap is not None:
             module.__class__ = swap
         if not hasattr(module, _SYNC_HOOKED):
-            setattr(module, _SYNC_HOOKED, module.register_aggregate_forward_hook(_after_aggregate))
+            setattr(
+                module,
+                _SYNC_HOOKED,
+                (
+                    module.register_message_forward_hook(_after_message),
+                    module.register_aggregate_forward_hook(_after_aggregate),
+                ),
+            )
         if isinstance(module, _Distributed):
             module.layer_name = name
         elif not hasattr(module, _HOOKED):
@@ -111,6 +118,12 @@ def distribute(model: nn.Module) -> nn.Module:
                 ),
             )
     return model
+
+
+def _after_message(module: nn.Module, inputs: tuple, output):
+    ctx = current_graph_context()
+    if ctx is not None:
+        ctx.after_message(module, output)
 
 
 def _after_aggregate(module: nn.Module, inputs: tuple, output):

@@ -60,18 +60,35 @@ class VertexCutContext(GraphContext):
         else:
             empty = (local_count == 0).unsqueeze(-1)
             partial = flat.masked_fill(empty, float("-inf"))
-            out = self.exchange.synchronise(partial, name, "max")
+            ties = self._local_ties(module, flat, index)
+            out = self.exchange.synchronise(partial, name, "max", ties)
             out = out.masked_fill(torch.isneginf(out), 0.0)
         return out.view_as(aggregated)
 
+    def after_message(self, module, messages: Tensor) -> None:
+        """Keep a ``max`` layer's messages until its aggregation (their ties split gradients)."""
+        if getattr(module, "aggr", None) in _MAX:
+            module._lgd_messages = messages.detach()
+
+    @staticmethod
+    def _local_ties(module, flat: Tensor, index: Tensor) -> Tensor | None:
+        """``[num_local, d]`` local in-edges whose message equals the local maximum."""
+        messages = getattr(module, "_lgd_messages", None)
+        module._lgd_messages = None
+        if messages is None or messages.size(0) != index.numel():
+            return None
+        hit = messages.reshape(index.numel(), -1) == flat.detach().index_select(0, index)
+        return torch.zeros_like(flat).index_add_(0, index, hit.to(flat.dtype))
+
     def _global_in_count(self, device) -> Tensor:
-        """``[num_local]`` in-edges of every vertex in the whole graph (loops included)."""
+        """``[num_local]`` in-edges of every vertex in the whole graph, every self loop of a
+        multigraph included (PyG's mean divides by all of them)."""
         key = ("in_count", device)
         if key not in self._cache:
             part = self.partition
-            self._cache[key] = (part.in_degree + part.has_self_loop.long()).to(
-                device, torch.float32
-            )
+            loops = part.num_self_loops
+            loops = part.has_self_loop.long() if loops is None else loops
+            self._cache[key] = (part.in_degree + loops).to(device, torch.float32)
         return self._cache[key]
 
     def _check_edges(self, local_count: Tensor, name: str) -> None:
