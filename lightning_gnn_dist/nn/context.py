@@ -65,6 +65,12 @@ class GraphContext:
         every in-edge of its owned rows."""
         return aggregated
 
+    def counted_rows(self, device) -> Tensor | None:
+        """``[num_owned] bool``: the rows that stand for their vertex in whole-graph statistics
+        (batch norms), or ``None`` when every row does (a vertex partition owns each vertex
+        once)."""
+        return None
+
     def after_message(self, module, messages: Tensor) -> None:
         """Message hook of every distributed ``MessagePassing`` layer (PyG's message forward
         hook): ``messages`` is ``[E, ...]``, one row per local edge. Nothing to do here."""

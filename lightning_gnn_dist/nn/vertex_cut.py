@@ -65,6 +65,10 @@ class VertexCutContext(GraphContext):
             out = out.masked_fill(torch.isneginf(out), 0.0)
         return out.view_as(aggregated)
 
+    def counted_rows(self, device) -> Tensor:
+        """Root copies only: every vertex counts once in batch statistics."""
+        return self.partition.is_root.to(device)
+
     def after_message(self, module, messages: Tensor) -> None:
         """Keep a ``max`` layer's messages until its aggregation (their ties split gradients)."""
         if getattr(module, "aggr", None) in _MAX:

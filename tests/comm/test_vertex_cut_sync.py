@@ -289,6 +289,7 @@ def _cd0_layer_rank(rank, world_size, edges, num_nodes, edge_parts, make):
     x_grad = torch.zeros(num_nodes, D_IN).index_add_(0, part.global_ids, x.grad)
     torch.distributed.all_reduce(x_grad)
     grads["x"] = x_grad
+    grads.update({k: b for k, b in layer.named_buffers() if b.is_floating_point()})
     return part.global_ids.numpy(), out.detach().numpy(), {k: g.numpy() for k, g in grads.items()}
 
 
@@ -301,6 +302,7 @@ def _check_cd0_layer(edges, num_nodes, edge_parts, make, world_size):
     out = layer(x, data.edge_index)
     (out * _weights(num_nodes, out.size(1))).sum().backward()
     expected = {"x": x.grad.numpy(), **{k: p.grad.numpy() for k, p in layer.named_parameters()}}
+    expected.update({k: b.numpy() for k, b in layer.named_buffers() if b.is_floating_point()})
     args = (edges, num_nodes, edge_parts, make)
     for ids, dist_out, grads in run_ranks(_cd0_layer_rank, world_size, *args, pg_timeout=30):
         np.testing.assert_allclose(dist_out, out.detach().numpy()[ids], rtol=1e-5, atol=1e-5)
@@ -321,3 +323,21 @@ def test_cd0_max_splits_the_gradient_between_ties_on_different_parts():
     parts = [0, 1, 2, 0, 1, 2, 2]  # the three copies of 0 → 1 sit on three parts
     make = lambda: GraphConv(D_IN, D_OUT, aggr="max")  # noqa: E731
     _check_cd0_layer(edges, 3, parts, make, 3)
+
+
+class SageThenBatchNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm = SAGEConv(D_IN, D_OUT), nn.BatchNorm1d(D_OUT)
+
+    def forward(self, x, edge_index):
+        return self.norm(self.conv(x, edge_index))
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_cd0_batchnorm_counts_each_split_vertex_once(world_size):
+    """Item 3: batch statistics over root copies only (outputs, gradients, running stats)."""
+    data = _graph()
+    edge_parts = get_partitioner("vertex-cut", seed=1).partition(data, world_size)
+    edges = data.edge_index.t().tolist()
+    _check_cd0_layer(edges, N, edge_parts.tolist(), SageThenBatchNorm, world_size)
