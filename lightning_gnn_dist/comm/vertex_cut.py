@@ -49,6 +49,8 @@ class PartialAggregateSync(P2PExchange):
 
     mode = "cd-0"
     partition_kind: ClassVar[str] = "vertex-cut"
+    reductions: ClassVar[tuple[str, ...]] = REDUCTIONS
+    """What :meth:`synchronise` reduces (a ``max`` aggregation needs ``"max"``)."""
 
     def __init__(self, partition, counter=None, group=None) -> None:
         super().__init__(partition, counter=counter, group=group)
@@ -207,6 +209,7 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
 
     mode = "cd-r"
     exact = False
+    reductions: ClassVar[tuple[str, ...]] = ("sum",)
 
     def __init__(self, partition, counter=None, group=None, delay: int = 5) -> None:
         super().__init__(partition, counter=counter, group=group)

@@ -35,6 +35,8 @@ from lightning_gnn_dist.lightning.resume import (
 )
 from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
 from lightning_gnn_dist.nn.distribute import distribute
+from lightning_gnn_dist.nn.sampled import SampledBatchContext
+from lightning_gnn_dist.nn.vertex_cut import check_reductions
 
 STAGES = ("train", "validate", "test", "predict")
 
@@ -178,13 +180,16 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 "set num_parts to the world size (devices x num_nodes) or change devices"
             )
         if getattr(datamodule, "loader", "full") == "neighbor":
-            # Sampling and feature fetch happen in the loader; the model sees a local batch.
-            # Its layers are still made distributed: outside a graph context they are the PyG
-            # layers, inside one (eval_loader="full") they exchange halo rows.
+            # Sampling and feature fetch happen in the loader; the model sees a complete local
+            # batch (a SampledBatchContext: global degrees, synchronised batch norms). With
+            # eval_loader="full" evaluation runs on the whole part with the halo exchange.
             self.data_parallel = True
             self._eval_contexts: dict[str, GraphContext] = {}
             self._restore_rank_state(trainer, None)
-            distribute(self.lightning_module)
+            full_eval = getattr(datamodule, "eval_loader", "neighbor") == "full"
+            distribute(
+                self.lightning_module, ("neighbor", "vertex") if full_eval else ("neighbor",)
+            )
             super().setup(trainer)
             return
         self.graph_context = self._make_context(partition, self.comm_counters["train"])
@@ -193,7 +198,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             local = int(partition.train_mask.sum())
             self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
         self._full_loss_weight = self._loss_weight
-        distribute(self.lightning_module)
+        kind = getattr(partition, "kind", "vertex")
+        distribute(self.lightning_module, (kind,))
+        check_reductions(self.lightning_module, self.graph_context.exchange)
         # distribute() already synchronised every BatchNorm (on CPU too); torch's SyncBatchNorm,
         # which Trainer(sync_batchnorm=True) would swap in, needs a GPU and would undo that.
         self._layer_sync = None
@@ -279,6 +286,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         context = self.graph_context
         if self.data_parallel:
             context = self._eval_context(stage)
+            if context is None and isinstance(batch, Data):
+                context = SampledBatchContext.from_batch(batch)
             if context is None:
                 yield
                 return
@@ -327,15 +336,15 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             return super().training_step(*args, **kwargs)
 
     def validation_step(self, *args: Any, **kwargs: Any):
-        with self._in_graph("validate"):
+        with self._in_graph("validate", args[0] if args else kwargs.get("batch")):
             return super().validation_step(*args, **kwargs)
 
     def test_step(self, *args: Any, **kwargs: Any):
-        with self._in_graph("test"):
+        with self._in_graph("test", args[0] if args else kwargs.get("batch")):
             return super().test_step(*args, **kwargs)
 
     def predict_step(self, *args: Any, **kwargs: Any):
-        with self._in_graph("predict"):
+        with self._in_graph("predict", args[0] if args else kwargs.get("batch")):
             return super().predict_step(*args, **kwargs)
 
     def teardown(self) -> None:

@@ -33,7 +33,9 @@ class NeighborLoader:
     hop), ``n_id [num_nodes]`` (dataset ids, seeds first), ``input_id [batch_size]`` (positions
     of the seeds in ``input_nodes``), ``batch_size``, ``num_sampled_nodes`` and
     ``num_sampled_edges`` (for :func:`torch_geometric.utils.trim_to_layer`). The model's
-    predictions for the seeds are ``out[:batch.batch_size]``.
+    predictions for the seeds are ``out[:batch.batch_size]``. With fan-out ``-1`` on every hop
+    the batch also holds ``global_in_degree`` and ``global_self_loops`` ``[num_nodes]`` (the
+    whole graph's, for layers that normalise by degrees).
 
     Args:
         store: a :class:`~lightning_gnn_dist.loaders.graph_store.LocalGraphStore` or
@@ -118,7 +120,10 @@ class NeighborLoader:
         graph = self.neighbor_sampler.sample(
             seeds, stream, lambda f, k, s: self.store.sample_hop(f, k, s, replace)
         )
-        rows = self.store.fetch(graph.n_id)
+        # Fan-out -1 everywhere: the seeds' computation graph is exact, and layers that
+        # normalise by degrees (GCN) get the global ones of every batch vertex with the rows.
+        exact = all(fanout == -1 for fanout in self.neighbor_sampler.num_neighbors)
+        rows = self.store.fetch(graph.n_id, degrees=exact)
         batch = Data(
             x=rows.x,
             edge_index=graph.edge_index,
@@ -131,6 +136,9 @@ class NeighborLoader:
         )
         if rows.y is not None:
             batch.y = rows.y
+        if exact:
+            batch.global_in_degree = rows.in_degree
+            batch.global_self_loops = rows.num_self_loops
         return batch
 
     def __iter__(self) -> Iterator[Data]:

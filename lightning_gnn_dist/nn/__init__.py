@@ -8,6 +8,7 @@ Importing the package registers every graph context in
 from lightning_gnn_dist.nn.context import GraphContext, current_graph_context, use_graph_context
 from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistSAGEConv
 from lightning_gnn_dist.nn.distribute import distribute
+from lightning_gnn_dist.nn.layers import LAYER_TABLE, declare_exact_layer
 from lightning_gnn_dist.nn.models import GAT, GCN, GraphSAGE, build_model
 from lightning_gnn_dist.nn.norm import DistBatchNorm
 from lightning_gnn_dist.nn.vertex_cut import VertexCutContext
@@ -21,9 +22,11 @@ __all__ = [
     "DistSAGEConv",
     "GraphContext",
     "GraphSAGE",
+    "LAYER_TABLE",
     "VertexCutContext",
     "build_model",
     "current_graph_context",
+    "declare_exact_layer",
     "distribute",
     "use_graph_context",
 ]

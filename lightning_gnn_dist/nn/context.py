@@ -38,10 +38,17 @@ class GraphContext:
         return self.partition.num_owned
 
     def gcn_graph(
-        self, add_self_loops: bool, improved: bool, normalize: bool = True
+        self,
+        add_self_loops: bool,
+        improved: bool,
+        normalize: bool = True,
+        edge_index: Tensor | None = None,
+        num_rows: int | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Globally normalised GCN edges split for overlap (cached); see
-        :meth:`LocalPartition.gcn_edge_weight`.
+        :meth:`LocalPartition.gcn_edge_weight`. ``edge_index``/``num_rows`` (what the layer was
+        called with) matter to contexts whose layers may see a trimmed graph; a partition's
+        layers always run on its own edges.
 
         Returns:
             ``(owned_edges, halo_edges, weights)`` where ``owned_edges`` and ``halo_edges`` are

@@ -54,7 +54,7 @@ class DistGCNConv(_Distributed, GCNConv):
                 "global normalisation comes from the partition's degrees); call it without one"
             )
         owned_edges, halo_edges, (owned_w, halo_w) = ctx.gcn_graph(
-            self.add_self_loops, self.improved, self.normalize
+            self.add_self_loops, self.improved, self.normalize, edge_index, x.size(0)
         )
         transform_first = self.out_channels <= self.in_channels
         h = self.lin(x) if transform_first else x

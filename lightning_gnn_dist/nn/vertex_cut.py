@@ -110,4 +110,18 @@ class VertexCutContext(GraphContext):
             )
 
 
+def check_reductions(model, exchange) -> None:
+    """Refuse, before training, a ``max`` aggregation under an exchange that synchronises sums
+    only (``cd-<r>``); the message names the layer and the exchange."""
+    reductions = getattr(exchange, "reductions", ("sum", "max"))
+    for name, module in model.named_modules():
+        aggr = getattr(module, "aggr", None)
+        if isinstance(aggr, str) and aggr in _MAX and "max" not in reductions:
+            raise ValueError(
+                f"{type(module).__name__} ({name}) aggregates with aggr='max', which "
+                f"exchange={exchange.mode!r} cannot delay (it synchronises sums: sum and mean "
+                "aggregations); use exchange='cd-0' or a sum/mean aggregation"
+            )
+
+
 CONTEXTS["vertex-cut"] = VertexCutContext

@@ -217,7 +217,7 @@ def test_distributed_layer_equals_pyg(name, world_size, distributed_runs):
 )
 def test_layers_that_cannot_be_exact_are_refused(layer, option):
     model = nn.ModuleDict({"hop": layer()})
-    with pytest.raises(ValueError, match=rf"\(hop, {option}\).*cannot be exact"):
+    with pytest.raises(ValueError, match=r"\(hop\) .*cannot be exact"):
         distribute(model)
 
 
