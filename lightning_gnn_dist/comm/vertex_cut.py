@@ -35,6 +35,8 @@ from lightning_gnn_dist.comm.base import Transfer
 from lightning_gnn_dist.comm.p2p import P2PExchange
 
 REDUCTIONS = ("sum", "max")
+MAX_DELAY = 999_999_999
+"""Largest delay ``r`` of ``cd-<r>`` (nine digits; a delay beyond the epochs run is pointless)."""
 
 
 class PartialAggregateSync(P2PExchange):
@@ -213,8 +215,11 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
 
     def __init__(self, partition, counter=None, group=None, delay: int = 5) -> None:
         super().__init__(partition, counter=counter, group=group)
-        if int(delay) < 1:
-            raise ValueError(f"the delay r of cd-r must be >= 1 (got {delay}); cd-0 is exact")
+        if not isinstance(delay, int) or isinstance(delay, bool) or not 1 <= delay <= MAX_DELAY:
+            raise ValueError(
+                f"the delay r of cd-r must be an integer in [1, {MAX_DELAY}] (got {delay!r}); "
+                "cd-0 is exact"
+            )
         self.delay = int(delay)
         peers = torch.arange(self.world_size)
         leaf_peer = peers.repeat_interleave(partition.leaf_counts)
@@ -252,8 +257,15 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
 
     @classmethod
     def parse_mode(cls, mode: str) -> dict | None:
-        match = re.fullmatch(r"cd-(\d+)", mode)
-        return {"delay": int(match.group(1))} if match and int(match.group(1)) >= 1 else None
+        if not mode.startswith("cd-") or mode == "cd-0":
+            return None
+        match = re.fullmatch(r"cd-([1-9][0-9]{0,8})", mode, re.ASCII)
+        if match is None:
+            raise ValueError(
+                f"exchange {mode!r}: the delay r of cd-<r> must be an integer from 1 to "
+                f"{MAX_DELAY:,} written in ASCII digits without leading zeros (cd-0 is the exact mode)"
+            )
+        return {"delay": int(match.group(1))}
 
     def predicted_rows_sent(self, metrics, direction: str) -> np.ndarray:  # type: ignore[override]
         """``[P]`` rows per training forward, averaged over the forwards since the counter was

@@ -276,11 +276,21 @@ class GNNSubprocessLauncher(
 
     _children: _Children | None = None  # one per process: a second Trainer reuses the ranks
 
-    def __init__(self, cluster_environment, num_processes: int, num_nodes: int, wait_s: float = 60):
+    def __init__(
+        self,
+        cluster_environment,
+        num_processes: int,
+        num_nodes: int,
+        wait_s: float = 60,
+        check: Callable[[tuple], None] | None = None,
+    ):
         super().__init__(cluster_environment, num_processes, num_nodes)
         self.wait_s = wait_s
+        self.check = check
 
     def launch(self, function: Callable, *args: Any, trainer=None, **kwargs: Any) -> Any:
+        if self.check is not None:  # bad combinations end here, before any process starts
+            self.check(args)
         env = self.cluster_environment
         env.validate_settings(num_devices=self.num_processes, num_nodes=self.num_nodes)
         if not env.creates_processes_externally:
@@ -338,3 +348,15 @@ class GNNSubprocessLauncher(
         else:
             own.print()
         return _mark_reported(error)
+
+
+class GNNMultiProcessingLauncher(
+    LightningNeutral, lightning_base="strategies.launchers._MultiProcessingLauncher"
+):
+    """Lightning's spawn/fork launcher that first runs the strategy's ``check_launch`` on the
+    entry point's arguments, so a datamodule the strategy refuses fails before any process
+    starts."""
+
+    def launch(self, function: Callable, *args: Any, trainer=None, **kwargs: Any) -> Any:
+        self._strategy.check_launch(args)
+        return super().launch(function, *args, trainer=trainer, **kwargs)

@@ -56,7 +56,7 @@ def test_store_folder_follows_the_partitioner_settings(tmp_path, monkeypatch):
     "kwargs, match",
     [
         ({"method": "nope"}, "unknown partition method 'nope'"),
-        ({"num_parts": 0}, "num_parts must be >= 1"),
+        ({"num_parts": 0}, "num_parts must be an integer >= 1"),
     ],
 )
 def test_datamodule_argument_errors(kwargs, match):

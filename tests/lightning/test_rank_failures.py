@@ -87,7 +87,9 @@ def test_rank_frozen_after_training_is_killed_when_rank_0_ends(tmp_path):
 def test_timeouts_must_be_positive(name):
     from lightning_gnn_dist import GNNStrategy
 
-    with pytest.raises(ValueError, match=rf"{name} must be positive seconds \(got 0\)"):
+    with pytest.raises(
+        ValueError, match=rf"{name} must be positive seconds, at most 1e8 \(got 0\)"
+    ):
         GNNStrategy(**{name: 0})
 
 
