@@ -108,7 +108,10 @@ class _GNNLightningCLI:
             strategy = GNNStrategy(start_method=GNN_STRATEGIES[strategy])
         check = getattr(strategy, "check_datamodule", None)
         devices, num_nodes = trainer.get("devices"), trainer.get("num_nodes", 1)
-        world_size = devices * num_nodes if isinstance(devices, int) and devices > 0 else None
+        if isinstance(devices, str) and devices.isdigit():  # the parser keeps "2" a string
+            devices = int(devices)
+        counted = isinstance(devices, int) and devices > 0 and isinstance(num_nodes, int)
+        world_size = devices * num_nodes if counted else None  # else setup() checks
         if check is not None:
             try:
                 check(self.datamodule, world_size)

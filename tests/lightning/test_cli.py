@@ -4,6 +4,7 @@ for a model that cannot work (in-process: nothing here builds a Trainer)."""
 from __future__ import annotations
 
 import pytest
+import pytorch_lightning as pl
 import yaml
 
 from lightning_gnn_dist.cli import main
@@ -73,3 +74,31 @@ def test_flat_model_block_still_configures_node_classifier(tmp_path, capsys):
     model = yaml.safe_load(capsys.readouterr().out)["model"]
     assert model["class_path"] == "lightning_gnn_dist.NodeClassifier._pytorch_lightning"
     assert model["init_args"]["model"] == "sage" and model["init_args"]["hidden_channels"] == 8
+
+
+class OwnDefaults(pl.LightningModule):
+    """Every default differs from NodeClassifier's (lr 0.01, weight_decay 5e-4, dropout 0.5,
+    hidden_channels 16), as in PyG's GraphSAGE example."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int = 256,
+        lr: float = 0.005,
+        weight_decay: float = 0.0,
+        dropout: float = 0.3,
+    ) -> None:
+        super().__init__()
+
+
+def test_a_user_module_keeps_its_own_defaults(tmp_path, capsys):
+    """Issue 18, item 7: init arguments the config leaves unset keep the module's defaults."""
+    config = tmp_path / "own.yaml"
+    class_path = "tests.lightning.test_cli.OwnDefaults"
+    config.write_text(f"model:\n  class_path: {class_path}\n  init_args: {{in_channels: 4}}\n")
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "--config", str(config), "--print_config"])
+    assert exit_.value.code == 0
+    init_args = yaml.safe_load(capsys.readouterr().out)["model"]["init_args"]
+    expected = {"hidden_channels": 256, "lr": 0.005, "weight_decay": 0.0, "dropout": 0.3}
+    assert {k: init_args[k] for k in expected} == expected
