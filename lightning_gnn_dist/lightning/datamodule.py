@@ -330,8 +330,9 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         for key in ("train_mask", "val_mask", "test_mask"):
             self.batch[f"num_{key.split('_')[0]}_global"] = self.global_mask_count(key)
         if self.loader == "neighbor":
+            timeout = getattr(getattr(self.trainer, "strategy", None), "_timeout", None)
             self.neighbor_loaders = _neighbor_loaders(
-                part, store.meta["mask_counts"], self.cache_size, self.neighbor_options
+                part, store.meta["mask_counts"], self.cache_size, self.neighbor_options, timeout
             )
 
     # -- metadata available on every rank without the graph --------------------------------
@@ -428,16 +429,17 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
 
 
 def _neighbor_loaders(
-    part: LocalPartition, mask_counts: dict, cache_size: int, options: dict
+    part: LocalPartition, mask_counts: dict, cache_size: int, options: dict, timeout=None
 ) -> NeighborLoaders:
     """This rank's neighbour loaders; collective when a process group exists (every rank runs
-    ``setup`` together). Prefetching samples from a thread, so it gets its own group."""
+    ``setup`` together). Prefetching samples from a thread, so it gets its own group, with the
+    strategy's collective ``timeout`` (a ``timedelta``; torch's default would be 30 minutes)."""
     import torch.distributed as dist
 
     from lightning_gnn_dist.loaders.graph_store import PartitionedGraphStore
 
     group = None
     if dist.is_available() and dist.is_initialized() and options["prefetch"]:
-        group = dist.new_group(backend="gloo")
+        group = dist.new_group(backend="gloo", timeout=timeout)
     store = PartitionedGraphStore(part, group=group, cache_size=cache_size)
     return NeighborLoaders(store, mask_counts, **options)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
+from lightning_fabric.plugins.environments import SLURMEnvironment
 from lightning_fabric.utilities.distributed import _init_dist_connection
 from lightning_fabric.utilities.seed import reset_seed
 from torch import Tensor
@@ -29,7 +30,11 @@ from lightning_gnn_dist.comm.base import (
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral, lightning_classes
-from lightning_gnn_dist.lightning.launcher import GNNMultiProcessingLauncher, GNNSubprocessLauncher
+from lightning_gnn_dist.lightning.launcher import (
+    GNNMultiProcessingLauncher,
+    GNNSubprocessLauncher,
+    Termination,
+)
 from lightning_gnn_dist.lightning.resume import (
     CHECKPOINT_KEY,
     FORMAT_VERSION,
@@ -188,6 +193,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         # a loaded machine) and every collective (including gloo's point-to-point waits).
         reset_seed()
         self.set_world_ranks()
+        environment = self.cluster_environment
+        requeue = isinstance(environment, SLURMEnvironment) and environment.auto_requeue
+        Termination.install(self.global_rank, requeue)  # SIGTERM ends this rank at once
         self._process_group_backend = self._get_process_group_backend()
         kwargs: dict[str, Any] = {"timeout": self._timeout}
         if not dist.is_initialized():
@@ -334,10 +342,24 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             exchange.load_state_dict(state.get("exchange", {}))
         self._resume_rng = state["rng"]
 
+    # Lightning registers its SIGTERM handler right before a stage runs; ours takes over.
+    def on_validation_start(self) -> None:
+        super().on_validation_start()
+        Termination.take_over()
+
+    def on_test_start(self) -> None:
+        super().on_test_start()
+        Termination.take_over()
+
+    def on_predict_start(self) -> None:
+        super().on_predict_start()
+        Termination.take_over()
+
     def on_train_start(self) -> None:
         # Last, after sanity validation and model set-up, so nothing draws from the restored
         # generators before the first resumed training step.
         super().on_train_start()
+        Termination.take_over()
         if self._resume_rng is not None:
             set_rng_state(self._resume_rng)
             self._resume_rng = None
@@ -432,8 +454,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             return super().predict_step(*args, **kwargs)
 
     def teardown(self) -> None:
-        if self.graph_context is not None:  # delayed exchanges hold transfers across steps
-            self.graph_context.exchange.close()
+        context = self.graph_context
+        trainer = getattr(self._lightning_module, "_trainer", None)
+        failed = trainer is not None and trainer.state.status == "interrupted"  # a str enum
+        if context is not None and not failed:  # delayed exchanges hold transfers across steps
+            context.exchange.close()  # (after a failure they would only fail again, noisily)
         super().teardown()
 
     @classmethod
