@@ -27,7 +27,6 @@ from lightning_gnn_dist import (
     PredictionWriter,
 )
 
-
 MODES = {  # mode: (exchange, datamodule options)
     "full": ("p2p", {}),
     "cd-2": ("cd-2", {}),
@@ -111,7 +110,9 @@ def main() -> None:
         limit_val_batches=0 if args.mode == "neighbor" else None,
     )
     method = "vertex-cut" if exchange.startswith("cd-") else "metis"
-    datamodule = GraphPartitionDataModule(args.dataset, method=method, root=args.root, **data_options)
+    datamodule = GraphPartitionDataModule(
+        args.dataset, method=method, root=args.root, **data_options
+    )
     trainer.fit(model, datamodule=datamodule)
     if args.fail_how == "stop-after-fit" and trainer.global_rank == args.fail_rank:
         os.kill(os.getpid(), signal.SIGSTOP)  # frozen after the last collective
