@@ -68,6 +68,7 @@ ENV_PARENT_PID = "LIGHTNING_GNN_DIST_PARENT_PID"
 REPORT_PREFIX = "lightning-gnn-dist-ranks-"
 EXIT_SIGTERM = 128 + signal.SIGTERM
 _STOPPED_LINE = "process stopped (SIGSTOP or a debugger) and missed the collective timeout"
+_TERMINATED = "terminated by SIGTERM"
 _REPORTED = "reported"  # a child already printed the job's line (rank 0 was stopped)
 _PEER_FAILURE_TEXT = ("gloo", "nccl", "connection closed by peer", "connection reset by peer")
 
@@ -225,7 +226,7 @@ class _Children:
             time.sleep(0.05)
         self.report(failure)
         shutil.rmtree(self.report_dir, ignore_errors=True)
-        end_process(1)
+        end_process(EXIT_SIGTERM if failure.summary == _TERMINATED else 1)
 
     def _reports(self) -> list[FailureReport]:
         reports = []
@@ -449,6 +450,9 @@ class GNNSubprocessLauncher(
             failure = children.decide(own)
             children.kill()
             children.report(failure)
+            if failure.summary == _TERMINATED:  # the job was terminated (SIGTERM reached a
+                shutil.rmtree(children.report_dir, ignore_errors=True)  # child first)
+                end_process(EXIT_SIGTERM)
             return _mark_reported(RankFailedError(failure))
         report_dir = os.environ.get(ENV_REPORT_DIR)
         if report_dir and ENV_PARENT_PID in os.environ:  # a child: rank 0 reports
@@ -563,7 +567,7 @@ class Termination:
                 self.terminate()
 
     def terminate(self) -> None:
-        line = FailureReport(self.rank, "terminated by SIGTERM", time=time.time())
+        line = FailureReport(self.rank, _TERMINATED, time=time.time())
         children = GNNSubprocessLauncher._children
         report_dir = os.environ.get(ENV_REPORT_DIR)
         if children is not None:  # popen rank 0: one line for the job, children ended

@@ -12,7 +12,9 @@ sampled by their owners in one batched request/response ``all_to_all`` per hop; 
 rows come from their owners in one batched exchange per step. Every payload and size vector is
 counted in a :class:`~lightning_gnn_dist.comm.counters.CommCounter` (layers ``"sampling"`` and
 ``"features"``, directions ``"request"``/``"response"``; ``"control"`` for the per-peer size
-vectors).
+vectors; ``"features.ids"`` for the ids, labels and degrees sent with the feature rows, so each
+row is counted once under ``"features"``). Cached rows a fetch did not request are counted in
+:attr:`PartitionedGraphStore.cache_hit_rows`.
 """
 
 from __future__ import annotations
@@ -180,6 +182,7 @@ class PartitionedGraphStore:
             element_size=element_size,
             messages_sent=int((sent > 0).sum()),
             messages_received=int((received > 0).sum()),
+            rows_sent_to=sent.tolist(),
         )
 
     # -- sampling -------------------------------------------------------------------------------
@@ -289,8 +292,10 @@ class PartitionedGraphStore:
         meta = [part.global_ids[rows]] + ([] if part.y is None else [part.y[rows].long()])
         if degrees:
             meta += [degree[rows] for degree in self._owned_degrees()]
+        # The same rows' ids (and labels, degrees): counted as a line of their own, so the
+        # feature rows are counted once.
         meta, _ = self._all_to_all(
-            torch.stack(meta, 1), requested_counts, "features", "response", counts
+            torch.stack(meta, 1), requested_counts, "features.ids", "response", counts
         )
         y = None if part.y is None else meta[:, 1].to(part.y.dtype)
         fetched = FetchedRows(x, y, meta[:, 0])

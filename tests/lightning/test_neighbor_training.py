@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import GCNConv, SAGEConv
 from torchmetrics.classification import MulticlassAccuracy
 
-from lightning_gnn_dist import GraphPartitionDataModule
+from lightning_gnn_dist import CommunicationMonitor, GraphPartitionDataModule
 from lightning_gnn_dist.data import load_dataset
 
 DATASET = "sbm?num_nodes=400&num_classes=4&avg_degree=8&features=12&seed=3"
@@ -209,11 +209,15 @@ class NormRecorder(pl.Callback):
     def on_train_end(self, trainer, pl_module):
         buffers = {k: v.tolist() for k, v in pl_module.norm.state_dict().items()}
         (self.folder / f"norm-{trainer.global_rank}.json").write_text(json.dumps(buffers))
+        (monitor,) = [c for c in trainer.callbacks if isinstance(c, CommunicationMonitor)]
+        traffic = {"logged": monitor.last_logged, "rows": monitor.last_epoch()}
+        (self.folder / f"comm-{trainer.global_rank}.json").write_text(json.dumps(traffic))
 
 
 def test_neighbor_batchnorm_statistics_are_synchronised(tmp_path):
     """Item 6: BatchNorm in neighbour mode takes its batch statistics over every rank's batch
-    (SyncBatchNorm semantics), so the running statistics agree on every rank."""
+    (SyncBatchNorm semantics), so the running statistics agree on every rank. Item 18: the
+    CommunicationMonitor reports the loader's traffic (it crashed), rows counted once."""
     pl.seed_everything(0)
     datamodule = GraphPartitionDataModule(
         DATASET,
@@ -224,13 +228,15 @@ def test_neighbor_batchnorm_statistics_are_synchronised(tmp_path):
         num_neighbors=[4, 3],
         batch_size=50,
         shuffle=True,
+        cache_size=20,
     )
+    monitor = CommunicationMonitor(print_table=True, plot_dir=str(tmp_path / "plots"))
     trainer = pl.Trainer(
         strategy="gnn_ddp_fork",
         accelerator="cpu",
         devices=2,
         max_epochs=3,
-        callbacks=[NormRecorder(tmp_path)],
+        callbacks=[NormRecorder(tmp_path), monitor],
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
@@ -245,3 +251,16 @@ def test_neighbor_batchnorm_statistics_are_synchronised(tmp_path):
     )
     for key in ("running_mean", "running_var"):
         torch.testing.assert_close(torch.tensor(ranks[1][key]), torch.tensor(ranks[0][key]))
+    traffic = json.loads((tmp_path / "comm-0.json").read_text())
+    rows = {(r["layer"], r["direction"]): r for r in traffic["rows"]}
+    assert {("sampling", "request"), ("sampling", "response"), ("features", "response")} <= set(
+        rows
+    )
+    assert rows[("features", "response")]["width"] == 12  # the feature rows, counted once
+    assert rows[("features.ids", "response")]["width"] == 2  # their ids and labels
+    assert all(r["predicted_bytes_total"] == -1 for r in traffic["rows"])  # sampled: none
+    assert traffic["logged"]["comm/features/cache_hit_rows_total"] > 0
+    assert {p.name for p in (tmp_path / "plots").iterdir()} >= {
+        "balance.png",
+        "comm_vs_compute.png",
+    }

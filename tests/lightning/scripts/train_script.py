@@ -1,7 +1,8 @@
 """A tiny distributed fit driven by command-line flags, for launcher contract tests.
 
     python train_script.py --root DIR [--devices 2] [--fail-rank R --fail-epoch E]
-                           [--fail-how raise|kill|stop|stop-after-fit] [--timeout S] [--startup-timeout S]
+                           [--fail-how raise|kill|stop|stop-after-fit|abort-after-fit]
+                           [--timeout S] [--startup-timeout S]
                            [--delay-rank R --delay S] [--pid-dir DIR]
                            [--predict-dir DIR] [--result FILE]
                            [--dataset SPEC] [--mode full|cd-2|cached|neighbor|subgraph] [--prefetch]
@@ -11,6 +12,7 @@ Run directly (Lightning's subprocess launcher starts the other ranks) or under t
 """
 
 import argparse
+import atexit
 import json
 import os
 import signal
@@ -47,7 +49,7 @@ class FailingClassifier(NodeClassifier):
         started = os.environ.get("TRAINING_STARTED_FILE")
         if started and self.global_rank == 0 and batch_idx == 0 and self.current_epoch == 1:
             Path(started).write_text(str(time.time()))  # every rank is in its training loop
-        failing = self.global_rank == self.fail_rank and self.fail_how != "stop-after-fit"
+        failing = self.global_rank == self.fail_rank and not self.fail_how.endswith("-after-fit")
         if failing and self.current_epoch == self.fail_epoch:
             if self.fail_how == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -70,7 +72,9 @@ def main() -> None:
     parser.add_argument("--fail-rank", type=int, default=-1)
     parser.add_argument("--fail-epoch", type=int, default=1)
     parser.add_argument(
-        "--fail-how", choices=["raise", "kill", "stop", "stop-after-fit"], default="raise"
+        "--fail-how",
+        choices=["raise", "kill", "stop", "stop-after-fit", "abort-after-fit"],
+        default="raise",
     )
     parser.add_argument("--timeout", type=float, default=30)
     parser.add_argument("--startup-timeout", type=float, default=300)
@@ -116,6 +120,8 @@ def main() -> None:
     trainer.fit(model, datamodule=datamodule)
     if args.fail_how == "stop-after-fit" and trainer.global_rank == args.fail_rank:
         os.kill(os.getpid(), signal.SIGSTOP)  # frozen after the last collective
+    if args.fail_how == "abort-after-fit" and trainer.global_rank == args.fail_rank:
+        atexit.register(os.abort)  # dies of SIGABRT in its shutdown, after a successful fit
     if args.predict_dir:
         trainer.predict(model, datamodule=datamodule, return_predictions=False)
     if args.result and trainer.is_global_zero:
