@@ -3,7 +3,7 @@ PY := .venv/bin/python
 export OMP_NUM_THREADS ?= 1
 export GLOO_SOCKET_IFNAME ?= lo
 
-.PHONY: venv run test lint bench
+.PHONY: venv run test lint docs bench
 
 venv:
 	@bash scripts/bootstrap.sh
@@ -17,3 +17,13 @@ lint: venv
 
 test: lint
 	$(PY) -m pytest -q
+
+# The documentation site (Sphinx; docs/conf.py) with warnings as errors. tests/test_docs.py runs the
+# same build inside the test suite.
+docs: venv
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+
+# Every benchmark once in --quick mode (a smoke test; outputs *_quick.*, ignored by git). The full
+# runs and `render-all` are listed in benchmarks/README.md.
+bench: venv
+	$(PY) -m benchmarks quick-all

@@ -1,50 +1,41 @@
-"""Cost model benchmark: predicted vs measured epoch time, then predictions at cluster scale.
+"""Cost model: predicted vs measured epoch time, then predictions at cluster scale.
 
-    python benchmarks/cost_model.py            # default configuration (< 8 min on 2 cores)
-    python benchmarks/cost_model.py --quick    # smoke configuration (< 1 min)
+    python -m benchmarks.cost_model            # default configuration (< 8 min on 2 cores)
+    python -m benchmarks.cost_model --quick    # smoke configuration (< 1 min)
 
-Writes ``benchmarks/results/cost_model.json``, ``cost_model.md`` and ``cost_model_scale.png``.
+Writes ``cost_model.{json,md}`` and the figure ``cost_model_scale.png``.
 
-(1) Validation: full-batch GCN fits (``gnn_ddp_fork``, the harness of ``full_batch.py``) at 1,
-    2 and 4 ranks; each measured median epoch time next to ``predict_epoch`` with compute costs
-    calibrated in this invocation (:func:`lightning_gnn_dist.costmodel.calibrate`, plus the
-    fixed per-step seconds from a 1-rank fit on a 200-vertex graph), the
-    ``loopback`` network preset and ``cores`` = this machine's cores. The figure is the ratio
-    predicted ÷ measured.
+(1) Validation: full-batch GCN fits (``gnn_ddp_fork``, the fits of ``full_batch``) at 1, 2 and 4
+    ranks in ``--repeats`` interleaved rounds; each measured median epoch time next to
+    ``predict_epoch`` with compute costs calibrated in this invocation
+    (:func:`lightning_gnn_dist.costmodel.calibrate`, plus the fixed per-step seconds from a
+    1-rank fit on a 200-vertex graph), the ``loopback`` network preset and ``cores`` = this
+    machine's cores. The figure is the ratio predicted ÷ measured.
 (2) Scale: predicted epoch time at P = 8 … 1024 for hypergraph, METIS and random partitions of
     an R-MAT graph on the ``infiniband`` preset (one core per rank). This is model output, not a
     measurement. Hypergraph partitioning runs only up to ``hp_max_parts`` (its partitioning time
     grows with P; see the table for what was run).
 """
 
-# ruff: noqa: E402  (full_batch sets the environment before torch is imported)
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
 import multiprocessing
 import os
-import shlex
 import statistics
-import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import full_batch as fb  # the fork-fit harness, model and store cache of the full-batch benchmark
-
-from lightning_gnn_dist import GNNStrategy
-from lightning_gnn_dist.costmodel import NETWORKS, ComputeCosts, calibrate, predict_epoch
+from benchmarks.common.fits import quiet
+from benchmarks.common.stores import SEED, build_store
+from benchmarks.full_batch.fits import fork_fit
+from benchmarks.full_batch.model import HIDDEN
+from benchmarks.harness import Benchmark, Run, figure_path, log, markdown_table, pooled, run_rounds
+from lightning_gnn_dist.costmodel import NETWORKS, calibrate, predict_epoch
 from lightning_gnn_dist.data import load_dataset
-from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.metrics import partition_metrics
-from lightning_gnn_dist.partition.report import markdown_table
-from lightning_gnn_dist.partition.store import PartitionStore, partition_to_store
+from lightning_gnn_dist.plots import save_figure
 
 TINY = "sbm?num_nodes=200&num_classes={classes}&avg_degree=4&features={features}&seed=0"
 
@@ -54,7 +45,6 @@ CONFIGS = {
         # per-step work is small next to them
         "dataset": "rmat?scale=16&edge_factor=10&features=64&classes=8",
         "epochs": 7,  # per fit: 1 warm-up + 6 measured
-        "repeats": 2,
         "fits": [
             ("random", 1, "p2p"),
             ("hypergraph", 2, "p2p"),
@@ -71,7 +61,6 @@ CONFIGS = {
     "quick": {
         "dataset": "sbm?num_nodes=3000&num_classes=4&avg_degree=10&features=64&seed=0",
         "epochs": 3,
-        "repeats": 1,
         "fits": [("random", 1, "p2p"), ("hypergraph", 2, "p2p"), ("random", 2, "broadcast")],
         "scale_dataset": "sbm?num_nodes=3000&num_classes=4&avg_degree=10&features=64&seed=0",
         "scale_parts": [8, 16, 64],
@@ -81,72 +70,25 @@ CONFIGS = {
 }
 
 
-def step_overhead(cfg: dict, root: Path, workdir: Path, dims: list[int], costs) -> ComputeCosts:
-    """``costs`` with ``step_seconds`` measured: a 1-rank fit of the same model on a graph of
-    ``TINY_NODES`` vertices (its compute is negligible), median epoch minus predicted compute."""
+def step_overhead(cfg: dict, root: Path, dims: list[int], costs):
+    """``costs`` with ``step_seconds`` measured: a 1-rank fit of the same model on the 200-vertex
+    ``TINY`` graph (its compute is negligible), median epoch minus predicted compute."""
     tiny = dict(cfg, dataset=TINY.format(features=dims[0], classes=dims[-1]))
-    data = load_dataset(tiny["dataset"])
-    store = partition_to_store(
-        data,
-        get_partitioner("random"),
-        1,
-        fb.store_path(tiny, root, "random", 1),
-        dataset=tiny["dataset"],
-    )
-    fit = timed_fit(tiny, root, ("random", 1, "p2p"), workdir)
+    store = build_store(load_dataset(tiny["dataset"]), tiny["dataset"], root, "random", 1)
+    fit = fork_fit(tiny, root, ("random", 1, "p2p"), cpu_times=False)
     measured = statistics.median(fit["epoch_seconds"][1:])
     compute = predict_epoch(store.metrics, dims, costs, "loopback").epoch_seconds
     return replace(costs, step_seconds=max(0.0, measured - compute))
-
-
-class RankSeconds(fb.EpochTimer):
-    """``full_batch``'s epoch timer that also writes every rank's compute and exchange-wait
-    seconds per epoch (``CommunicationMonitor.rank_history``)."""
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        if trainer.is_global_zero:
-            self.path.write_text(
-                json.dumps(
-                    {
-                        "epoch_seconds": self.seconds,
-                        "compute": [
-                            r["compute_seconds"].tolist() for r in self.monitor.rank_history
-                        ],
-                        "wait": [r["wait_seconds"].tolist() for r in self.monitor.rank_history],
-                    }
-                )
-            )
-
-
-def timed_fit(cfg: dict, root: Path, key: tuple, workdir: Path) -> dict:
-    """``full_batch.fork_fit`` with per-rank seconds: one ``gnn_ddp_fork`` fit of ``key``."""
-    method, world, exchange = key
-    environ = dict(os.environ)
-    store = PartitionStore.open(fb.store_path(cfg, root, method, world))
-    module = fb.make_module(int(store.meta["num_features"]), int(store.meta["num_classes"]))
-    datamodule = fb.PrebuiltPartitionDataModule(
-        cfg["dataset"], method=method, num_parts=world, root=str(root)
-    )
-    out = workdir / f"fit-{method}-{world}-{exchange}-{time.monotonic_ns()}.json"
-    monitor = CommunicationMonitor()
-    strategy = GNNStrategy(exchange=exchange, start_method="fork", timeout=600)
-    trainer = fb.make_trainer(strategy, world, cfg["epochs"], [RankSeconds(out, monitor), monitor])
-    try:
-        trainer.fit(module, datamodule=datamodule)
-    finally:  # the launcher writes MASTER_PORT and friends into this process's environment
-        os.environ.clear()
-        os.environ.update(environ)
-    return json.loads(out.read_text())
 
 
 def _calibrate_child(dims: list[int]) -> dict:
     return vars(calibrate(dims))
 
 
-def contended_costs(dims: list[int], parts: int, alone: ComputeCosts) -> ComputeCosts:
-    """Compute costs measured by ``parts`` forked processes running :func:`calibrate` at once
-    (the slowest process per coefficient): what ``parts`` ranks sharing this machine, and its
-    other load, get. ``step_seconds`` is kept from ``alone``."""
+def contended_costs(dims: list[int], parts: int, alone):
+    """Compute costs measured by ``parts`` forked processes running ``calibrate`` at once (the
+    slowest process per coefficient): what ``parts`` ranks sharing this machine, and its other
+    load, get. ``step_seconds`` is kept from ``alone``."""
     if parts == 1:
         return alone
     with multiprocessing.get_context("fork").Pool(parts) as pool:
@@ -156,73 +98,70 @@ def contended_costs(dims: list[int], parts: int, alone: ComputeCosts) -> Compute
     )
 
 
-def validation(cfg: dict, root: Path, workdir: Path, dims: list[int]) -> tuple[list, dict]:
-    """Fit every configuration ``repeats`` times (interleaved) and predict each."""
+def _row(key: tuple, fits: list[dict], metrics, dims: list[int], costs, contended) -> dict:
+    """One validation row: pooled medians of the key's fits next to the two predictions."""
+    method, parts, exchange = key
+    epochs = pooled([f["epoch_seconds"][1:] for f in fits])
+    ranks = [r for f in fits for r in f["ranks"][1:]]  # measured epochs: every rank's seconds
+    compute = [max(r["compute_seconds"]) for r in ranks]
+    wait = [max(r["wait_seconds"]) for r in ranks]
+    imbalance = [
+        max(c) / (sum(c) / len(c)) for c in (r["compute_seconds"] for r in ranks) if sum(c) > 0
+    ]
+    estimate = predict_epoch(metrics, dims, costs, "loopback", exchange, cores=os.cpu_count())
+    shared = predict_epoch(metrics, dims, contended, "loopback", exchange)
+    ms = 1e3 * statistics.median(epochs)
+    compute_ms = 1e3 * statistics.median(compute)
+    return {
+        "method": method,
+        "ranks": parts,
+        "exchange": exchange,
+        "measured_ms": ms,
+        "predicted_ms": estimate.epoch_seconds * 1e3,
+        "predicted_compute_ms": float(estimate.compute_seconds.max()) * 1e3,
+        "predicted_comm_ms": float(estimate.comm_seconds.max()) * 1e3,
+        "ratio": estimate.epoch_seconds * 1e3 / ms,
+        "ratio_per_round": [
+            estimate.epoch_seconds / statistics.median(f["epoch_seconds"][1:]) for f in fits
+        ],
+        "predicted_contended_ms": shared.epoch_seconds * 1e3,
+        "contended_ratio": shared.epoch_seconds * 1e3 / ms,
+        "measured_compute_ms_max": compute_ms,
+        "measured_wait_ms_max": 1e3 * statistics.median(wait),
+        "critical_path_ratio": statistics.median(imbalance),
+        "compute_ratio": float(estimate.compute_seconds.max()) * 1e3 / compute_ms,
+        "epochs_measured": len(epochs),
+    }
+
+
+def validation(cfg: dict, root: Path, dims: list[int]) -> tuple[list, dict]:
+    """Fit every configuration in interleaved rounds and predict each."""
     data = load_dataset(cfg["dataset"])
-    stores = {}
-    for method, parts, _ in cfg["fits"]:
-        path = fb.store_path(cfg, root, method, parts)
-        partitioner = get_partitioner(method, seed=fb.SEED, epsilon=fb.EPSILON)
-        stores[(method, parts)] = partition_to_store(
-            data, partitioner, parts, path, dataset=cfg["dataset"]
-        )
+    stores = {(m, p): build_store(data, cfg["dataset"], root, m, p) for m, p, _ in cfg["fits"]}
     graph = {"num_nodes": int(data.num_nodes), "num_edges": int(data.edge_index.size(1))}
     del data
     start = time.perf_counter()
-    costs = step_overhead(cfg, root, workdir, dims, calibrate(dims))
+    costs = step_overhead(cfg, root, dims, calibrate(dims))
     calibration = {"seconds": time.perf_counter() - start, "costs": vars(costs)}
-    print(f"  calibrated: {costs}", flush=True)
-    epochs: dict[tuple, list[float]] = {}
-    compute: dict[tuple, list[float]] = {}
-    wait: dict[tuple, list[float]] = {}
-    imbalance: dict[tuple, list[float]] = {}
-    for key in fb.interleaved([tuple(k) for k in cfg["fits"]], cfg["repeats"]):
-        fit = timed_fit(cfg, root, key, workdir)
-        epochs.setdefault(key, []).extend(fit["epoch_seconds"][1:])
-        compute.setdefault(key, []).extend(max(c) for c in fit["compute"][1:])
-        imbalance.setdefault(key, []).extend(
-            max(c) / (sum(c) / len(c)) for c in fit["compute"][1:] if sum(c) > 0
-        )
-        wait.setdefault(key, []).extend(max(w) for w in fit["wait"][1:])
-        print(
-            f"  {key}: {fb.median_ms(fit['epoch_seconds'][1:]):.1f} ms/epoch "
-            f"(load {os.getloadavg()[0]:.1f})",
-            flush=True,
-        )
-    contended = {p: contended_costs(dims, p, costs) for p in sorted({k[1] for k in epochs})}
+    log(f"calibrated: {costs}")
+
+    def progress(r: int, key: tuple, fit: dict) -> None:
+        ms = 1e3 * statistics.median(fit["epoch_seconds"][1:])
+        log(f"round {r + 1} {key}: {ms:.1f} ms/epoch (load {os.getloadavg()[0]:.1f})")
+
+    keys = [tuple(k) for k in cfg["fits"]]
+    fits = run_rounds(
+        {k: lambda r, k=k: fork_fit(cfg, root, k, cpu_times=False) for k in keys},
+        cfg["repeats"],
+        progress,
+    )
+    contended = {p: contended_costs(dims, p, costs) for p in sorted({k[1] for k in keys})}
     calibration["contended_costs"] = {p: vars(c) for p, c in contended.items()}
-    rows = []
-    for (method, parts, exchange), seconds in epochs.items():
-        key = (method, parts, exchange)
-        metrics = stores[(method, parts)].metrics
-        estimate = predict_epoch(metrics, dims, costs, "loopback", exchange, cores=os.cpu_count())
-        shared = predict_epoch(metrics, dims, contended[parts], "loopback", exchange)
-        measured = fb.median_ms(seconds)
-        rows.append(
-            {
-                "method": method,
-                "ranks": parts,
-                "exchange": exchange,
-                "measured_ms": measured,
-                "predicted_ms": estimate.epoch_seconds * 1e3,
-                "predicted_compute_ms": float(estimate.compute_seconds.max()) * 1e3,
-                "predicted_comm_ms": float(estimate.comm_seconds.max()) * 1e3,
-                "ratio": estimate.epoch_seconds * 1e3 / measured,
-                "predicted_contended_ms": shared.epoch_seconds * 1e3,
-                "contended_ratio": shared.epoch_seconds * 1e3 / measured,
-                "measured_compute_ms_max": fb.median_ms(compute[key]),
-                "measured_wait_ms_max": fb.median_ms(wait[key]),
-                "critical_path_ratio": statistics.median(imbalance[key]),
-                "compute_ratio": float(estimate.compute_seconds.max())
-                * 1e3
-                / fb.median_ms(compute[key]),
-                "epochs_measured": len(seconds),
-            }
-        )
+    rows = [_row(k, fits[k], stores[k[:2]].metrics, dims, costs, contended[k[1]]) for k in keys]
     return rows, {"graph": graph, "calibration": calibration, "costs": costs}
 
 
-def scale(cfg: dict, dims: list[int], costs) -> list[dict]:
+def scale(cfg: dict, dims: list[int], costs) -> tuple[list[dict], dict]:
     """Predicted epoch time per method and P on the ``infiniband`` preset."""
     data = load_dataset(cfg["scale_dataset"])
     rows = []
@@ -231,9 +170,8 @@ def scale(cfg: dict, dims: list[int], costs) -> list[dict]:
             if method == "hypergraph" and parts > cfg["hp_max_parts"]:
                 continue
             start = time.perf_counter()
-            assignment = get_partitioner(method, seed=fb.SEED, epsilon=fb.EPSILON).partition(
-                data, parts
-            )
+            partitioner = get_partitioner(method, seed=SEED, epsilon=0.03)
+            assignment = partitioner.partition(data, parts)
             seconds = time.perf_counter() - start
             metrics = partition_metrics(data, assignment, parts)
             estimate = predict_epoch(metrics, dims, costs, "infiniband", "p2p")
@@ -250,18 +188,19 @@ def scale(cfg: dict, dims: list[int], costs) -> list[dict]:
                     "partition_seconds": seconds,
                 }
             )
-            print(f"  {method} P={parts}: {rows[-1]['predicted_ms']:.3f} ms", flush=True)
+            log(f"{method} P={parts}: {rows[-1]['predicted_ms']:.3f} ms")
     for row in rows:
         base = next(r for r in rows if r["parts"] == row["parts"] and r["method"] == "random")
         row["vs_random"] = row["predicted_ms"] / base["predicted_ms"]
-    return rows
+    graph = {"num_nodes": int(data.num_nodes), "num_edges": int(data.edge_index.size(1))}
+    return rows, graph
 
 
-def plot(rows: list[dict], title: str, path: Path) -> None:
+def draw(report: dict, stem: Path) -> None:
+    """``cost_model_scale.png``: predicted epoch time against P per method (model output)."""
     import matplotlib.pyplot as plt
 
-    from lightning_gnn_dist.plots import save_figure
-
+    rows = report["scale"]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
@@ -272,21 +211,22 @@ def plot(rows: list[dict], title: str, path: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("ranks P")
     ax.set_ylabel("predicted epoch time (ms)")
+    title = (
+        f"GCN {report['dims']}, {report['scale_graph']['num_edges']:,}-edge R-MAT, p2p, "
+        "infiniband preset"
+    )
     ax.set_title(f"MODEL OUTPUT, not measured\n{title}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    save_figure(fig, path)
+    save_figure(fig, figure_path(stem, "scale"))
 
 
-def write_markdown(report: dict, path: Path) -> None:
-    cfg = report["config"]
+def render(report: dict) -> str:
+    cfg, networks = report["config"], report["networks"]
     lines = [
         "# Cost model benchmark",
         "",
-        f"Generated by `{report['command']}` on {report['date']} ({report['mode']} mode, "
-        f"{report['wall_seconds']:.0f} s wall). Machine: {report['machine']['cores']} cores; "
-        f"1-minute load average {report['load_average']['start'][0]:.1f} at the start and "
-        f"{report['load_average']['end'][0]:.1f} at the end (the machine is shared).",
+        f"{report['mode'].capitalize()} mode.",
         "",
         f"Model: GCN widths {report['dims']} (`full_batch.py`'s model), one full-batch step per "
         "epoch. Compute costs calibrated in this run "
@@ -300,9 +240,9 @@ def write_markdown(report: dict, path: Path) -> None:
         f"{report['graph']['num_edges']:,} edges). Measured: median of "
         f"{cfg['epochs'] - 1} epochs × {cfg['repeats']} fits (warm-up dropped), `gnn_ddp_fork`, "
         "rank 0's epoch wall time. Predicted: `predict_epoch(..., network='loopback', "
-        f"cores={report['machine']['cores']})` (loopback: "
-        f"{NETWORKS['loopback'].bandwidth_bytes_per_s:.3g} B/s, "
-        f"{NETWORKS['loopback'].latency_s * 1e6:.0f} µs per message). 4 ranks on 2 cores "
+        f"cores={report['machine']['logical_cores']})` (loopback: "
+        f"{networks['loopback']['bandwidth_bytes_per_s']:.3g} B/s, "
+        f"{networks['loopback']['latency_s'] * 1e6:.0f} µs per message). 4 ranks on 2 cores "
         "time-share them; the model scales compute by P / cores there.",
         "",
         markdown_table(
@@ -343,8 +283,8 @@ def write_markdown(report: dict, path: Path) -> None:
         "",
         f"Graph `{cfg['scale_dataset']}` ({report['scale_graph']['num_nodes']:,} vertices, "
         f"{report['scale_graph']['num_edges']:,} edges), p2p exchange, `infiniband` preset "
-        f"({NETWORKS['infiniband'].bandwidth_bytes_per_s:.3g} B/s, "
-        f"{NETWORKS['infiniband'].latency_s * 1e6:.0f} µs), one core per rank, the compute "
+        f"({networks['infiniband']['bandwidth_bytes_per_s']:.3g} B/s, "
+        f"{networks['infiniband']['latency_s'] * 1e6:.0f} µs), one core per rank, the compute "
         "costs above. Nothing here was run at these P: the partitions are real (exact "
         "metrics), the times are the model's. Hypergraph partitions only up to "
         f"P = {cfg['hp_max_parts']} (its partitioning time grows with P; "
@@ -368,72 +308,40 @@ def write_markdown(report: dict, path: Path) -> None:
         "![predicted epoch time vs P (model output)](cost_model_scale.png)",
         "",
     ]
-    path.write_text("\n".join(lines))
+    return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="smoke configuration (< 1 min)")
-    parser.add_argument(
-        "--cache-dir",
-        default=os.path.join(tempfile.gettempdir(), "lightning_gnn_dist_bench"),
-        help="partition store cache (default: %(default)s)",
-    )
-    parser.add_argument("--out-dir", default=str(fb.RESULTS))
-    args = parser.parse_args(argv)
-    mode = "quick" if args.quick else "default"
-    cfg = CONFIGS[mode]
-    root, out = Path(args.cache_dir), Path(args.out_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="lgd-cost-model-"))
-    start, load_start = time.perf_counter(), os.getloadavg()
-    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+def run(r: Run) -> None:
+    quiet()
+    mode = "quick" if r.quick else "default"
+    cfg = dict(CONFIGS[mode], repeats=r.repeats)
+    root = r.cache_dir
     probe = load_dataset(cfg["dataset"])
-    dims = [probe.x.size(1), fb.HIDDEN, int(probe.y.max()) + 1]
+    dims = [probe.x.size(1), HIDDEN, int(probe.y.max()) + 1]
     del probe
-    print(f"[{mode}] (1) validation on {cfg['dataset']}", flush=True)
-    rows, info = validation(cfg, root, workdir, dims)
-    print(f"(2) scale on {cfg['scale_dataset']}", flush=True)
-    scale_rows = scale(cfg, dims, info["costs"])
-    scale_data = load_dataset(cfg["scale_dataset"])
-    ratios = [r["ratio"] for r in rows]
-    report = {
-        "benchmark": "cost_model",
-        "mode": mode,
-        "date": date,
-        "command": shlex.join([Path(sys.executable).name, *sys.argv]),
-        "machine": {"cores": os.cpu_count()},
-        "load_average": {"start": load_start, "end": os.getloadavg()},
-        "config": cfg,
-        "dims": dims,
-        "graph": info["graph"],
-        "calibration": info["calibration"],
-        "networks": {k: vars(v) for k, v in NETWORKS.items()},
-        "validation": rows,
-        "ratio_range": [min(ratios), max(ratios)],
-        "contended_ratio_range": [
-            min(r["contended_ratio"] for r in rows),
-            max(r["contended_ratio"] for r in rows),
+    log(f"[{mode}] (1) validation on {cfg['dataset']}")
+    rows, info = validation(cfg, root, dims)
+    log(f"(2) scale on {cfg['scale_dataset']}")
+    scale_rows, scale_graph = scale(cfg, dims, info["costs"])
+    r.report.update(
+        mode=mode,
+        config=cfg,
+        dims=dims,
+        graph=info["graph"],
+        calibration=info["calibration"],
+        networks={k: vars(v) for k, v in NETWORKS.items()},
+        validation=rows,
+        ratio_range=[min(x["ratio"] for x in rows), max(x["ratio"] for x in rows)],
+        contended_ratio_range=[
+            min(x["contended_ratio"] for x in rows),
+            max(x["contended_ratio"] for x in rows),
         ],
-        "scale_graph": {
-            "num_nodes": int(scale_data.num_nodes),
-            "num_edges": int(scale_data.edge_index.size(1)),
-        },
-        "scale": scale_rows,
-        "wall_seconds": time.perf_counter() - start,
-    }
-    (out / "cost_model.json").write_text(json.dumps(report, indent=1, default=str))
-    write_markdown(report, out / "cost_model.md")
-    plot(
-        scale_rows,
-        f"GCN {dims}, {report['scale_graph']['num_edges']:,}-edge R-MAT, p2p, infiniband preset",
-        out / "cost_model_scale.png",
+        scale_graph=scale_graph,
+        scale=scale_rows,
     )
-    print(f"wrote {out}/cost_model.md ({report['wall_seconds']:.0f} s)", flush=True)
 
+
+BENCHMARK = Benchmark("cost_model", __doc__, run, render, repeats=2, draw=draw)
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(BENCHMARK.main())

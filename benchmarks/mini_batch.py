@@ -1,20 +1,20 @@
-"""Data-parallel mini-batch benchmark: the neighbour sampler, remote fetches, ranks, prefetch.
+"""Data-parallel mini-batches: the neighbour sampler, remote fetches, ranks, prefetch.
 
-    python benchmarks/mini_batch.py            # default configuration (~6 min on 2 cores)
-    python benchmarks/mini_batch.py --quick    # smoke configuration (< 1 min)
+    python -m benchmarks.mini_batch            # default configuration (~6 min on 2 cores)
+    python -m benchmarks.mini_batch --quick    # smoke configuration (< 1 min)
 
-Writes ``benchmarks/results/mini_batch.json`` and ``benchmarks/results/mini_batch.md``. Graph:
-a directed R-MAT graph (default ``scale=16, edge_factor=17``: 65,536 vertices, ~1.01 M edges,
-100 features, 16 classes); model: PyG ``GraphSAGE`` with 2 layers of width 256; sampler
+Graph: a directed R-MAT graph (default ``scale=16, edge_factor=17``: 65,536 vertices, ~1.01 M
+edges, 100 features, 16 classes); model: PyG ``GraphSAGE`` with 2 layers of width 256; sampler
 ``[25, 10]``, 1024 seeds per step and rank. Every figure is a ratio against a baseline measured
-in the same invocation (absolute numbers are given alongside). Sections:
+in the same invocation (absolute numbers are given alongside); the runs compared with and
+without prefetch alternate in ``--repeats`` interleaved rounds. Sections:
 
 (a) sampler throughput (sampled edges/s, one process, whole graph) and the sampling share of a
     training step: ``(sample + feature gather) / step`` without prefetch, and the time a step
     still waits for its batch with prefetch;
 (b) remote traffic per step at 4 ranks for hypergraph, METIS, ``gnn-blocks`` and random
-    partitions, normalised to random: feature rows fetched from other ranks, their bytes, and sampling request/response
-    bytes; plus the bytes a cache of hot remote rows saves;
+    partitions, normalised to random: feature rows fetched from other ranks, their bytes, and
+    sampling request/response bytes; plus the bytes a cache of hot remote rows saves;
 (c) time per step and peak memory per rank at 1, 2 and 4 ranks against one process training on
     the whole graph with the same sampler (2 cores here: 4 ranks oversubscribe them);
 (d) prefetch gain: time per step with the next batch sampled in a background thread, against
@@ -27,68 +27,41 @@ Every measurement runs in a forked child of a parent that never loads the graph,
 RSS is that process's own.
 """
 
-# ruff: noqa: E402  (the environment must be set before torch is imported)
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-
-import argparse
-import datetime
-import json
-import multiprocessing as mp
-import platform
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-import psutil
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch_geometric.nn import GraphSAGE
 
-from lightning_gnn_dist.data import (
-    LocalGraphStore,
-    NeighborLoader,
-    PartitionedGraphStore,
-    load_dataset,
-)
-from lightning_gnn_dist.partition import get_partitioner
-from lightning_gnn_dist.partition.store import PartitionStore, partition_to_store
-from tests.distributed import run_ranks
+from benchmarks.common.processes import call_in_child, peak_rss_bytes, rss_bytes, run_ranks
+from benchmarks.common.stores import build_store, store_path
+from benchmarks.harness import Benchmark, Run, log, ratio, ratio_cell, run_rounds
+from lightning_gnn_dist.data import load_dataset
+from lightning_gnn_dist.loaders import LocalGraphStore, NeighborLoader, PartitionedGraphStore
+from lightning_gnn_dist.partition.store import PartitionStore
 
-RESULTS = REPO / "benchmarks" / "results"
 FANOUT, BATCH, HIDDEN = [25, 10], 1024, 256
+METHODS = ("random", "metis", "hypergraph", "gnn-blocks")
+CACHE_ROWS = 4096
 
 
-def vm_hwm_bytes() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
-def _in_child(fn, *args):
-    """Run ``fn(*args)`` in a forked single process; return its (picklable) result."""
-    return run_ranks(lambda rank, world, *a: fn(*a), 1, *args, timeout=1800)[0]
-
-
-def _model(data_features: int, classes: int) -> torch.nn.Module:
+def _model(data_features: int, classes: int):
     torch.manual_seed(0)
     return GraphSAGE(data_features, HIDDEN, 2, classes)
 
 
-def _train_steps(loader: NeighborLoader, model, steps: int, world: int) -> dict:
+def _epochs(loader):
+    """Batches of epoch after epoch (every rank runs the same steps per epoch)."""
+    while True:
+        yield from loader
+
+
+def _train_steps(loader, model, steps: int, world: int) -> dict:
     """Time ``steps`` training steps after one warm-up step; split batch wait vs compute."""
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     params = list(model.parameters())
@@ -116,15 +89,9 @@ def _train_steps(loader: NeighborLoader, model, steps: int, world: int) -> dict:
     return {"step_s": statistics.median(total), "wait_s": statistics.median(wait)}
 
 
-def _epochs(loader: NeighborLoader):
-    """Batches of epoch after epoch (every rank runs the same steps per epoch)."""
-    while True:
-        yield from loader
-
-
 # -- (a) ------------------------------------------------------------------------------------------
-def sampler_section(spec: str, steps: int) -> dict:
-    start_rss = psutil.Process().memory_info().rss
+def sampler_section(spec: str, steps: int, repeats: int) -> dict:
+    start_rss = rss_bytes()
     data = load_dataset(spec)
     store = LocalGraphStore(data)
     loader = NeighborLoader(store, FANOUT, data.train_mask, batch_size=BATCH, shuffle=True)
@@ -142,9 +109,15 @@ def sampler_section(spec: str, steps: int) -> dict:
             fetch_s.append(t2 - t1)
             edges += graph.edge_index.size(1)
     model = _model(data.num_features, int(data.y.max()) + 1)
-    plain = _train_steps(loader, model, steps, 1)
-    loader.prefetch = True
-    prefetched = _train_steps(loader, model, steps, 1)
+
+    def train(prefetch: bool) -> dict:
+        loader.prefetch = prefetch
+        return _train_steps(loader, model, steps, 1)
+
+    runs = run_rounds({"plain": lambda r: train(False), "prefetch": lambda r: train(True)}, repeats)
+    step_s = {k: statistics.median(x["step_s"] for x in v) for k, v in runs.items()}
+    gain = ratio(*([[x["step_s"]] for x in runs[k]] for k in ("plain", "prefetch")))
+    wait_prefetch = statistics.median(x["wait_s"] for x in runs["prefetch"])
     sample = statistics.median(sample_s)
     batch_s = sample + statistics.median(fetch_s)
     return {
@@ -155,26 +128,24 @@ def sampler_section(spec: str, steps: int) -> dict:
         "sample_s": sample,
         "sampled_edges_per_s": edges / sum(sample_s),
         "batch_s": batch_s,
-        "step_s": plain["step_s"],
-        "sampling_share": batch_s / plain["step_s"],
-        "step_s_prefetch": prefetched["step_s"],
-        "visible_sampling_share_prefetch": prefetched["wait_s"] / prefetched["step_s"],
-        "peak_above_start_mib": (vm_hwm_bytes() - start_rss) / 2**20,
+        "step_s": step_s["plain"],
+        "sampling_share": batch_s / step_s["plain"],
+        "step_s_prefetch": step_s["prefetch"],
+        "prefetch_gain_per_round": list(gain.per_round),
+        "visible_sampling_share_prefetch": wait_prefetch / step_s["prefetch"],
+        "peak_above_start_mib": (peak_rss_bytes() - start_rss) / 2**20,
     }
 
 
 # -- (b)-(d) --------------------------------------------------------------------------------------
 def partition(spec: str, method: str, parts: int, root: Path) -> str:
-    path = root / f"{method}-p{parts}"
-    options = {"seed": 0}
-    partition_to_store(
-        load_dataset(spec), get_partitioner(method, **options), parts, path, dataset=spec
-    )
-    return str(path)
+    """The store of ``method`` with ``parts`` (built, or reused from ``root``); its folder."""
+    build_store(load_dataset(spec), spec, root, method, parts)
+    return str(store_path(spec, root, method, parts))
 
 
 def _rank_run(rank, world, store_path, steps, cache_size, prefetch, train):
-    start_rss = psutil.Process().memory_info().rss
+    start_rss = rss_bytes()
     part = PartitionStore.open(store_path).load_part(rank)
     group = dist.new_group(backend="gloo") if prefetch else None
     store = PartitionedGraphStore(part, group=group, cache_size=cache_size)
@@ -217,7 +188,7 @@ def _rank_run(rank, world, store_path, steps, cache_size, prefetch, train):
         cache_hit_rows_per_step=store.cache_hit_rows / steps,
         row_bytes=part.x.size(1) * part.x.element_size(),
         steps_per_epoch=loader.num_steps,
-        peak_above_start_mib=(vm_hwm_bytes() - start_rss) / 2**20,
+        peak_above_start_mib=(peak_rss_bytes() - start_rss) / 2**20,
     )
     return result
 
@@ -233,77 +204,62 @@ def halo_structure(store_path: str) -> dict:
     return {"own_edges": own, "halo_in_edges": halo}
 
 
-def _mean(results: list[dict], key: str) -> float:
-    return statistics.fmean(r[key] for r in results)
+def _ranks(world: int, path: str, steps: int, cache: int, prefetch: bool, train: bool) -> dict:
+    """Every rank's results of one forked run, averaged over ranks (and the peak's max)."""
+    results = run_ranks(_rank_run, world, path, steps, cache, prefetch, train)
+    mean = {k: statistics.fmean(r[k] for r in results) for k in results[0]}
+    mean["peak_above_start_mib_max"] = max(r["peak_above_start_mib"] for r in results)
+    return mean
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small graph, few steps")
-    parser.add_argument("--cache-dir", default=None, help="partition stores (default: temp dir)")
-    args = parser.parse_args()
-    scale, steps = (13, 3) if args.quick else (16, 6)
+def _median_over_rounds(runs: list[dict]) -> dict:
+    return {k: statistics.median(run[k] for run in runs) for k in runs[0]}
+
+
+def run(r: Run) -> None:
+    scale, steps = (13, 3) if r.quick else (16, 6)
     spec = f"rmat?scale={scale}&edge_factor=17&features=100&classes=16"
-    root = Path(args.cache_dir or tempfile.mkdtemp(prefix="lgd-mini-batch-"))
-    report: dict = {
-        "graph": spec,
-        "fanout": FANOUT,
-        "batch_size": BATCH,
-        "hidden": HIDDEN,
-        "steps": steps,
-    }
-    t0 = time.perf_counter()
+    root = r.cache_dir
+    report = r.report
+    report.update(graph=spec, fanout=FANOUT, batch_size=BATCH, hidden=HIDDEN, steps=steps)
+    report.update(repeats=r.repeats, cache_rows=CACHE_ROWS)
 
-    print("(a) sampler and sampling share", flush=True)
-    report["sampler"] = _in_child(sampler_section, spec, steps)
+    log("(a) sampler and sampling share")
+    report["sampler"] = call_in_child(sampler_section, spec, steps, r.repeats)
 
-    print("(b) remote traffic per partition method at 4 ranks", flush=True)
-    methods = ("random", "metis", "hypergraph", "gnn-blocks")
-    stores = {m: _in_child(partition, spec, m, 4, root) for m in methods}
-    traffic = {}
-    for method, path in stores.items():
-        results = run_ranks(_rank_run, 4, path, steps, 0, False, False, timeout=1800)
-        traffic[method] = {k: _mean(results, k) for k in results[0]}
-    cache_rows = 4096
-    cached = run_ranks(_rank_run, 4, stores["metis"], steps, cache_rows, False, False, timeout=1800)
-    traffic["metis+cache"] = {k: _mean(cached, k) for k in cached[0]}
+    log("(b) remote traffic per partition method at 4 ranks")
+    stores = {m: call_in_child(partition, spec, m, 4, root) for m in METHODS}
+    traffic = {m: _ranks(4, path, steps, 0, False, False) for m, path in stores.items()}
+    traffic["metis+cache"] = _ranks(4, stores["metis"], steps, CACHE_ROWS, False, False)
+    for t in traffic.values():
+        del t["peak_above_start_mib_max"]
     report["traffic"] = traffic
-    report["halo_structure"] = {m: _in_child(halo_structure, path) for m, path in stores.items()}
-    report["cache_rows"] = cache_rows
+    report["halo_structure"] = {m: call_in_child(halo_structure, p) for m, p in stores.items()}
 
-    print("(c, d) steps and memory at 1, 2, 4 ranks; prefetch", flush=True)
+    log("(c, d) steps and memory at 1, 2, 4 ranks; prefetch")
     scaling = {}
     for world in (2, 4):
-        path = _in_child(partition, spec, "metis", world, root) if world != 4 else stores["metis"]
-        results = run_ranks(_rank_run, world, path, steps, 0, False, True, timeout=1800)
-        scaling[world] = {k: _mean(results, k) for k in results[0]}
-        scaling[world]["peak_above_start_mib_max"] = max(r["peak_above_start_mib"] for r in results)
+        path = stores["metis"] if world == 4 else call_in_child(partition, spec, "metis", 2, root)
+        variants = {str(world): lambda i, p=path, w=world: _ranks(w, p, steps, 0, False, True)}
         if world == 2:
-            pre = run_ranks(_rank_run, world, path, steps, 0, True, True, timeout=1800)
-            scaling["2+prefetch"] = {k: _mean(pre, k) for k in pre[0]}
+            variants["2+prefetch"] = lambda i, p=path: _ranks(2, p, steps, 0, True, True)
+        runs = run_rounds(variants, r.repeats)
+        scaling.update({key: _median_over_rounds(v) for key, v in runs.items()})
+        if world == 2:
+            gain = ratio(*([[x["step_s"]] for x in runs[k]] for k in ("2", "2+prefetch")))
+            scaling["2+prefetch"]["prefetch_gain_per_round"] = list(gain.per_round)
     report["scaling"] = scaling
-    report["seconds"] = time.perf_counter() - t0
-    report["machine"] = {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-    }
-    report["date"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    name = "mini_batch_quick" if args.quick else "mini_batch"
-    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2))
-    (RESULTS / f"{name}.md").write_text(markdown(report))
-    print(markdown(report))
 
 
-def markdown(r: dict) -> str:
+def render(r: dict) -> str:
     s = r["sampler"]
     lines = [
         "# Mini-batch (neighbour loader) benchmark",
         "",
         f"Graph `{r['graph']}` ({s['num_nodes']:,} vertices, {s['num_edges']:,} edges), GraphSAGE 2 x {r['hidden']}, "
         f"fan-out {r['fanout']}, {r['batch_size']} seeds per step and rank; medians over {r['steps']} steps "
-        f"after one warm-up; {r['machine']['cpus']} CPU cores, torch {r['machine']['torch']}, {r['date']}.",
+        f"after one warm-up; {r['repeats']} interleaved round(s) of the runs compared (ranges over rounds "
+        "in parentheses).",
         "",
         "## (a) Sampler, one process",
         "",
@@ -365,16 +321,19 @@ def markdown(r: dict) -> str:
             f"| {method} | {max(h['own_edges']):,} | {max(h['halo_in_edges']):,} | {ratio:.2f} | "
             f"{r['traffic'][method]['sampling_bytes_per_step'] / 2**10:.0f} KiB |"
         )
-    two, pre = r["scaling"][2], r["scaling"]["2+prefetch"]
+    two, pre = r["scaling"]["2"], r["scaling"]["2+prefetch"]
     lines += [
         "",
-        f"Prefetch gain: 1 process {s['step_s'] / s['step_s_prefetch']:.2f}x, "
-        f"2 ranks {two['step_s'] / pre['step_s']:.2f}x (step time without / with).",
+        f"Prefetch gain: 1 process {ratio_cell(s['step_s'] / s['step_s_prefetch'], s.get('prefetch_gain_per_round', []))}x, "
+        f"2 ranks {ratio_cell(two['step_s'] / pre['step_s'], pre.get('prefetch_gain_per_round', []))}x (step time without / with).",
         "",
     ]
     return "\n".join(lines)
 
 
+BENCHMARK = Benchmark(
+    "mini_batch", __doc__, run, render, repeats=1, packages=("pymetis", "mtkahypar")
+)
+
 if __name__ == "__main__":
-    mp.set_start_method("fork", force=True)
-    main()
+    raise SystemExit(BENCHMARK.main())

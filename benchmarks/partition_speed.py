@@ -1,13 +1,14 @@
 """Hypergraph partitioning speed and quality: the Mt-KaHyPar presets and options vs METIS.
 
-    python benchmarks/partition_speed.py            # R-MAT P = 16, 64 (2 seeds) + meshes (~10 min)
-    python benchmarks/partition_speed.py --quick    # smoke run on small graphs (< 1 min)
+    python -m benchmarks.partition_speed            # R-MAT P = 16, 64 (2 seeds) + meshes (~10 min)
+    python -m benchmarks.partition_speed --quick    # smoke run on small graphs (< 1 min)
 
-Every cell partitions one graph into P parts with each variant below, one after another in this
-process, and reports the partitioner's wall time (hypergraph construction, the Mt-KaHyPar child
-process and the send-volume refinement included, like ``partition --out`` spends it) and the exact
-total and busiest-rank send volume, each as a ratio to METIS **on the same graph, P and seed, in
-the same run** (this machine is shared and noisy; absolute seconds only show the scale).
+Every cell partitions one graph into P parts with each variant below, in ``--repeats``
+interleaved rounds in this process, and reports the partitioner's wall time (hypergraph
+construction, the Mt-KaHyPar child process and the send-volume refinement included, like
+``partition --out`` spends it; median over rounds) and the exact total and busiest-rank send
+volume (of the first round), each as a ratio to METIS **on the same graph, P and seed, in the same
+run** (this machine is shared and noisy; absolute seconds only show the scale).
 
 Variants (``HypergraphPartitioner`` options):
 
@@ -25,39 +26,33 @@ Every variant of a cell uses the same vertex weight: the library's default (``"w
 ``rmat``; ``"nnz"`` (paper 000's, the weight of the committed ``partition_quality.json``) on
 ``rmat-nnz`` and the meshes. Those cells run only ``metis``, ``hp-default`` and ``hp-tuned``, and
 the mesh cells compare ``hp-tuned`` with the committed table (issue 13: not worse than it by more
-than 2 %).
-Meshes are read from ``libmetis-doc`` (``apt-get install libmetis-doc``); without it they are
-skipped and the table says so.
-
-Outputs ``benchmarks/results/partition_speed.{json,md}`` (``--quick``: ``partition_speed_quick``).
+than 2 %). Meshes are read from ``libmetis-doc`` (``apt-get install libmetis-doc``); without it
+they are skipped and the table says so.
 """
 
 from __future__ import annotations
 
-import os
+import argparse
+import time
+from typing import Any
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("LGD_PROGRESS", "0")
-
-import argparse  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from lightning_gnn_dist.data.datasets import load_dataset  # noqa: E402
-from lightning_gnn_dist.partition import get_partitioner  # noqa: E402
-from lightning_gnn_dist.partition.report import markdown_table  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from partition_quality import GRAPHS, RESULTS  # noqa: E402  (the same graphs, same results folder)
+from benchmarks.common.graphs import missing
+from benchmarks.harness import (
+    RESULTS,
+    Benchmark,
+    Run,
+    csv,
+    fmt,
+    log,
+    markdown_table,
+    pooled_median,
+    ratio,
+    read_json,
+    run_rounds,
+)
+from benchmarks.partition_quality.config import GRAPHS
+from lightning_gnn_dist.data.datasets import load_dataset  # torch: not for --render
+from lightning_gnn_dist.partition import get_partitioner
 
 #: variant -> (method, options)
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -105,11 +100,28 @@ def _committed_totals() -> dict[tuple[str, int], int]:
     path = RESULTS / "partition_quality.json"
     if not path.is_file():
         return {}
-    rows = json.loads(path.read_text())["rows"]
     return {
         (r["graph"], r["num_parts"]): r["total_volume_rows"]
-        for r in rows
+        for r in read_json(path)["rows"]
         if r.get("method") == "hypergraph-mtkahypar" and r.get("total_volume_rows")
+    }
+
+
+def _partition(data: Any, num_parts: int, seed: int, variant: str, weight: dict) -> dict:
+    """One partition: wall seconds and exact metrics."""
+    method, options = VARIANTS[variant]
+    partitioner = get_partitioner(method, seed=seed, epsilon=0.03, **options, **weight)
+    start = time.perf_counter()
+    assignment = partitioner.partition(data, num_parts)
+    seconds = time.perf_counter() - start
+    metrics = partitioner.metrics(data, assignment, num_parts)
+    log(f"P={num_parts} seed={seed} {variant}: {seconds:.1f} s")
+    return {
+        "weight": partitioner.vertex_weight,
+        "seconds": seconds,
+        "total volume": metrics.total_volume_rows,
+        "max send": int(metrics.send_rows.max()),
+        "imbalance": metrics.imbalance,
     }
 
 
@@ -120,35 +132,31 @@ def run_cell(
     seed: int,
     variants: tuple[str, ...],
     vertex_weight: str | None,
-) -> list:
-    rows = []
+    repeats: int,
+) -> list[dict]:
     weight = {} if vertex_weight is None else {"vertex_weight": vertex_weight}
-    for variant in variants:
-        method, options = VARIANTS[variant]
-        partitioner = get_partitioner(method, seed=seed, epsilon=0.03, **options, **weight)
-        start = time.perf_counter()
-        assignment = partitioner.partition(data, num_parts)
-        seconds = time.perf_counter() - start
-        metrics = partitioner.metrics(data, assignment, num_parts)
+    runs = run_rounds(
+        {v: lambda r, v=v: _partition(data, num_parts, seed, v, weight) for v in variants}, repeats
+    )
+    seconds = {v: [[run["seconds"]] for run in results] for v, results in runs.items()}
+    rows = []
+    for variant, results in runs.items():
+        time_ratio = ratio(seconds[variant], seconds["metis"])
+        first, metis = results[0], runs["metis"][0]
         rows.append(
             {
                 "graph": name,
                 "P": num_parts,
                 "seed": seed,
                 "variant": variant,
-                "weight": partitioner.vertex_weight,
-                "seconds": seconds,
-                "total volume": metrics.total_volume_rows,
-                "max send": int(metrics.send_rows.max()),
-                "imbalance": metrics.imbalance,
+                **first,
+                "seconds": pooled_median(seconds[variant]),
+                "seconds/METIS": time_ratio.value,
+                "seconds/METIS per round": list(time_ratio.per_round),
+                "total/METIS": first["total volume"] / metis["total volume"],
+                "max/METIS": first["max send"] / metis["max send"],
             }
         )
-        print(f"{name} P={num_parts} seed={seed} {variant}: {seconds:.1f} s", flush=True)
-    metis = rows[0]
-    for row in rows:
-        row["seconds/METIS"] = row["seconds"] / metis["seconds"]
-        row["total/METIS"] = row["total volume"] / metis["total volume"]
-        row["max/METIS"] = row["max send"] / metis["max send"]
     return rows
 
 
@@ -193,62 +201,62 @@ def verdicts(rows: list[dict], committed: dict) -> list[str]:
     return lines
 
 
+def _seconds_ratio(row: dict) -> str:
+    """``seconds/METIS`` with its range over rounds (from two rounds on)."""
+    per_round = row.get("seconds/METIS per round", [])
+    text = fmt(row["seconds/METIS"])
+    return text if len(per_round) < 2 else f"{text} ({fmt(min(per_round))}–{fmt(max(per_round))})"
+
+
 def render(report: dict) -> str:
     lines = [
         "# Hypergraph partitioning speed (issue 13)",
         "",
-        f"Generated by `{report['command']}` on {report['date']} ({report['wall_seconds']:.0f} s "
-        f"wall). {report['machine']}. Ratios are to METIS on the same graph, P and seed, in this "
-        "run; `vs committed` is the total volume over `hypergraph-mtkahypar`'s in the committed "
+        "Ratios are to METIS on the same graph, P and seed, in this run (seconds: median over "
+        f"{report.get('repeats', 1)} interleaved round(s), the range over rounds in parentheses); "
+        "`vs committed` is the total volume over `hypergraph-mtkahypar`'s in the committed "
         "`partition_quality.json` (Mt-KaHyPar's default preset, seed 0).",
         "",
         *[f"* {line}" for line in report["verdicts"]],
         *([f"* skipped: {', '.join(report['skipped'])}"] if report["skipped"] else []),
         "",
-        markdown_table(report["rows"], COLUMNS),
+        markdown_table(
+            [{**row, "seconds/METIS": _seconds_ratio(row)} for row in report["rows"]], COLUMNS
+        ),
     ]
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small graphs, one P (< 1 min)")
-    parser.add_argument("--graphs", help="comma-separated subset of the configuration's graphs")
-    parser.add_argument("--output", type=Path, help="output path without suffix")
-    args = parser.parse_args(argv)
-    config = QUICK if args.quick else FULL
-    names = args.graphs.split(",") if args.graphs else list(config)
-    output = args.output or RESULTS / ("partition_speed_quick" if args.quick else "partition_speed")
-    start = time.perf_counter()
-    rows: list[dict] = []
-    skipped = []
-    for name in names:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--graphs", type=csv(), help="subset of the configuration's graphs")
+
+
+def run(r: Run) -> None:
+    config = QUICK if r.quick else FULL
+    r.report.update(repeats=r.repeats, skipped=[], rows=[])
+    for name in r.args.graphs or list(config):
         spec, parts, seeds, variants, vertex_weight = config[name]
-        if spec.startswith("metis:") and not Path(spec[len("metis:") :]).is_file():
-            skipped.append(f"{name} (no {spec[len('metis:') :]}; apt-get install libmetis-doc)")
+        if missing(spec):
+            r.report["skipped"].append(f"{name} ({missing(spec)})")
             continue
         data = load_dataset(spec)
         for num_parts in parts:
             for seed in seeds:
-                rows += run_cell(name, data, num_parts, seed, variants, vertex_weight)
-    load = os.getloadavg()
-    report = {
-        "benchmark": "partition_speed",
-        "command": "python benchmarks/partition_speed.py" + "".join(f" {a}" for a in argv or []),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "wall_seconds": time.perf_counter() - start,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}, 1-minute load average {load[0]:.1f} at the end",
-        "skipped": skipped,
-        "rows": rows,
-    }
-    report["verdicts"] = verdicts(rows, _committed_totals())
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
-    output.with_suffix(".md").write_text(render(report))
-    print(render(report))
-    return 0
+                log(f"{name} P={num_parts} seed={seed}")
+                cell = run_cell(name, data, num_parts, seed, variants, vertex_weight, r.repeats)
+                r.report["rows"] += cell
+    r.report["verdicts"] = verdicts(r.report["rows"], _committed_totals())
 
+
+BENCHMARK = Benchmark(
+    "partition_speed",
+    __doc__,
+    run,
+    render,
+    add_arguments,
+    repeats=1,
+    packages=("pymetis", "mtkahypar"),
+)
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(BENCHMARK.main())

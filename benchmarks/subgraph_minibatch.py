@@ -1,77 +1,60 @@
 """Sampled-subgraph mini-batches (paper 000 §4.3.3): expected volume per batch of SHP, HP, METIS
 and random partitions, and SHP vs HP training at 2 and 4 ranks.
 
-    python benchmarks/subgraph_minibatch.py            # default grid (about 10 min on 2 cores)
-    python benchmarks/subgraph_minibatch.py --quick    # smoke run (< 2 min), *_quick.{json,md}
-    python benchmarks/subgraph_minibatch.py --graphs rmat --parts 16 --fractions 0.05
-    python benchmarks/subgraph_minibatch.py --graphs rmat --parts 16,64 --fractions 0.05,0.1 \
-        --edge-coverage 32 --no-training      # results/subgraph_minibatch_coverage32.*
+    python -m benchmarks.subgraph_minibatch            # default grid (about 10 min on 2 cores)
+    python -m benchmarks.subgraph_minibatch --quick    # smoke run (< 2 min)
+    python -m benchmarks.subgraph_minibatch --graphs rmat --parts 16,64 --fractions 0.05,0.1 \\
+        --edge-coverage 32 --sections a --out benchmarks/results/subgraph_minibatch_coverage32
 
 (a) Expected volume. For every graph, P and batch fraction f, each method partitions the graph
 once (HP, METIS and random do not depend on f; SHP is built for the batch size f with its default
 settings: θ = 0.1, δ = 0.5, edge coverage 8, at most 20,000 batches), and the rows moved per SpMM
-of a batch (the connectivity−1 cut of the batch's column-net hypergraph, what training measures) are
-averaged over ``--samples`` fresh uniform batches drawn with a seed none of the partitioners used;
-the same batches for every method. Figures are ratios to HP (``hypergraph`` with
+of a batch (the connectivity−1 cut of the batch's column-net hypergraph, what training measures)
+are averaged over ``--samples`` fresh uniform batches drawn with a seed none of the partitioners
+used; the same batches for every method. Figures are ratios to HP (``hypergraph`` with
 ``balance_send_volume=False``, i.e. plain connectivity−1 partitioning, the paper's HP) of the same
 cell; the 95 % interval of each mean is in the JSON.
 
 (b) Training. GCN (2 layers, 64 hidden, dropout 0) with ``loader="subgraph"`` (uniform, f = 5 %,
-10 steps per epoch, 3 epochs) on the R-MAT graph at 2 and 4 forked gloo ranks, SHP vs HP: the
-halo bytes per batch (measured, all ranks, both directions) and the wall time of an epoch (the
-faster of epochs 2 and 3; the machine is shared, so read the time ratios as rough).
+10 steps per epoch, 3 epochs) on the R-MAT graph at 2 and 4 forked gloo ranks, SHP vs HP in
+``--repeats`` interleaved rounds: the halo bytes per batch (measured, all ranks, both directions)
+and the epoch wall time (median of the epochs after the first; the machine is shared, so read the
+time ratios as rough).
 
-Default grid (reduced to fit the 2-core machine, documented in the markdown): R-MAT scale 13
-(8,192 vertices, edge factor 8, power-law), an SBM of 8,000 vertices and a triangulated 96 × 96
-grid mesh (9,216 vertices; the METIS example meshes are not installed on this machine);
+Default grid (reduced to fit the 2-core machine): R-MAT scale 13 (8,192 vertices, edge factor 8,
+power-law), an SBM of 8,000 vertices and a triangulated 96 × 96 grid mesh (9,216 vertices);
 P = 4, 16, 64 on R-MAT and P = 16 on SBM and the mesh; f = 1, 5, 10 %.
 """
 
 from __future__ import annotations
 
-import os
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("LGD_PROGRESS", "0")
-os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+import numpy as np
+import pytorch_lightning as pl
 
-import argparse  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
+from benchmarks.common.fits import fit, quiet
+from benchmarks.common.graphs import load_graph
+from benchmarks.harness import Benchmark, Run, csv, log, pooled, ratio, ratio_cell, run_rounds
+from lightning_gnn_dist.data import load_dataset
+from lightning_gnn_dist.data.subgraph_sampler import make_sampler
+from lightning_gnn_dist.lightning.batch_monitor import BatchCommunicationMonitor
+from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
+from lightning_gnn_dist.lightning.module import NodeClassifier
+from lightning_gnn_dist.lightning.strategy import GNNStrategy
+from lightning_gnn_dist.partition import get_partitioner
+from lightning_gnn_dist.partition.batch_volume import expected_batch_volume
+from lightning_gnn_dist.partition.store import partition_to_store
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import numpy as np  # noqa: E402
-import pytorch_lightning as pl  # noqa: E402
-import torch  # noqa: E402
-from torch_geometric.data import Data  # noqa: E402
-
-from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier  # noqa: E402
-from lightning_gnn_dist.data import load_dataset  # noqa: E402
-from lightning_gnn_dist.data.graph import canonicalize  # noqa: E402
-from lightning_gnn_dist.data.subgraph_sampler import make_sampler  # noqa: E402
-from lightning_gnn_dist.data.synthetic import add_synthetic_features  # noqa: E402
-from lightning_gnn_dist.lightning.batch_monitor import BatchCommunicationMonitor  # noqa: E402
-from lightning_gnn_dist.partition import get_partitioner  # noqa: E402
-from lightning_gnn_dist.partition.batch_volume import expected_batch_volume  # noqa: E402
-from lightning_gnn_dist.partition.store import partition_to_store  # noqa: E402
-
-warnings.filterwarnings("ignore", message=".*(does not have many workers|deprecated|log_every).*")
-for _name in ("pytorch_lightning", "lightning_fabric"):
-    logging.getLogger(_name).setLevel(logging.WARNING)
-
-RESULTS = REPO / "benchmarks" / "results"
 GRAPHS = {
     "rmat": "rmat?scale=13&edge_factor=8",
     "sbm": "sbm?num_nodes=8000&num_classes=8&avg_degree=10",
-    "mesh": "mesh",  # built by triangulated_grid(): the METIS example meshes are not installed here
+    "mesh": "grid:96",
     "rmat-small": "rmat?scale=11&edge_factor=8",
 }
 DEFAULT = {
@@ -90,60 +73,32 @@ EVAL_SEED = 424242  # batches for the estimate; no partitioner samples with this
 METHODS = ("shp", "hp", "metis", "random")
 
 
-def triangulated_grid(side: int = 96) -> Data:
-    """A 2-D finite-element-like mesh: a ``side × side`` grid with one diagonal per cell
-    (undirected, degree ≤ 6), synthetic features and labels."""
-    ids = torch.arange(side * side).view(side, side)
-    pairs = [
-        (ids[:, :-1], ids[:, 1:]),
-        (ids[:-1, :], ids[1:, :]),
-        (ids[:-1, :-1], ids[1:, 1:]),
-    ]
-    src = torch.cat([a.flatten() for a, _ in pairs])
-    dst = torch.cat([b.flatten() for _, b in pairs])
-    edge_index = torch.stack([torch.cat([src, dst]), torch.cat([dst, src])])
-    data = canonicalize(Data(edge_index=edge_index, num_nodes=side * side))
-    data = add_synthetic_features(data, features=32, classes=8, seed=0)
-    data.name = "mesh"
-    return data
-
-
-def load(graph: str) -> Data:
-    return triangulated_grid() if GRAPHS[graph] == "mesh" else load_dataset(GRAPHS[graph])
-
-
-EDGE_COVERAGE = 8.0  # SHP's default; --edge-coverage changes it (and the output's name)
-
-
-def partitioner(method: str, fraction: float):
+def partitioner(method: str, fraction: float, edge_coverage: float):
     if method == "shp":
         return get_partitioner(
-            "stochastic-hypergraph", subgraph_size=fraction, edge_coverage=EDGE_COVERAGE
+            "stochastic-hypergraph", subgraph_size=fraction, edge_coverage=edge_coverage
         )
     if method == "hp":
         return get_partitioner("hypergraph", balance_send_volume=False)
     return get_partitioner(method)
 
 
-def volume_cells(config: dict, out: dict, save) -> None:
+def volume_cells(r: Run, config: dict, coverage: float) -> None:
     for graph, parts in config["graphs"].items():
-        data = load(graph)
-        print(f"{graph}: {data.num_nodes} vertices, {data.edge_index.size(1)} edges", flush=True)
+        data = load_graph(GRAPHS[graph])
+        log(f"{graph}: {data.num_nodes} vertices, {data.edge_index.size(1)} edges")
         for num_parts in parts:
-            fixed = {}
+            assignments, seconds = {}, {}
             for method in ("hp", "metis", "random"):
                 start = time.perf_counter()
-                fixed[method] = partitioner(method, 0.0).partition(data, num_parts)
-                fixed[f"{method}_seconds"] = time.perf_counter() - start
+                assignments[method] = partitioner(method, 0.0, coverage).partition(data, num_parts)
+                seconds[method] = time.perf_counter() - start
             for fraction in config["fractions"]:
                 size = max(1, round(fraction * data.num_nodes))
-                shp = partitioner("shp", fraction)
+                shp = partitioner("shp", fraction, coverage)
                 start = time.perf_counter()
-                assignments = {"shp": shp.partition(data, num_parts), **fixed}
-                seconds = {
-                    "shp": time.perf_counter() - start,
-                    **{m: fixed[f"{m}_seconds"] for m in ("hp", "metis", "random")},
-                }
+                assignments["shp"] = shp.partition(data, num_parts)
+                seconds["shp"] = time.perf_counter() - start
                 sampler = make_sampler("uniform", data.num_nodes, size, seed=EVAL_SEED)
                 estimates = {
                     m: expected_batch_volume(data, assignments[m], sampler, config["samples"])
@@ -156,119 +111,98 @@ def volume_cells(config: dict, out: dict, save) -> None:
                     "fraction": fraction,
                     "batch_vertices": size,
                     "shp_stats": shp.last_stats,
-                    "seconds": seconds,
+                    "seconds": {m: seconds[m] for m in METHODS},
                     "expected_rows": {m: e.to_dict() for m, e in estimates.items()},
                     "ratio_to_hp": {
                         m: (e.mean_rows / hp_mean if hp_mean else None)
                         for m, e in estimates.items()
                     },
                 }
-                out["volume"].append(cell)
-                save()
-                print(
-                    f"  P={num_parts} f={fraction}: "
+                r.report["volume"].append(cell)
+                r.save()
+                log(f"P={num_parts} f={fraction}: "
                     + ", ".join(f"{m} {cell['ratio_to_hp'][m]:.3f}" for m in METHODS)
-                    + f" (SHP {seconds['shp']:.1f} s, {shp.last_stats['batches']} batches)",
-                    flush=True,
-                )
+                    + f" (SHP {seconds['shp']:.1f} s, {shp.last_stats['batches']} batches)")  # fmt: skip
 
 
-class EpochTimer(pl.Callback):
-    def __init__(self, path: Path, monitor: BatchCommunicationMonitor) -> None:
-        self.path, self.monitor, self.times = path, monitor, []
+def _train(
+    dataset: str, data, method: str, world: int, train: dict, coverage: float, folder: Path
+) -> dict:
+    """One SHP or HP fit with ``loader="subgraph"``: epoch seconds and per-batch traffic."""
+    fraction = train["fraction"]
+    store = folder / f"{method}-{world}"
+    if not store.exists():
+        partition_to_store(data, partitioner(method, fraction, coverage), world, store, dataset)
+    dm = GraphPartitionDataModule(
+        dataset,
+        method="stochastic-hypergraph" if method == "shp" else "hypergraph",
+        num_parts=world,
+        store=str(store),
+        verify_dataset=False,
+        loader="subgraph",
+        steps_per_epoch=train["steps"],
+        subgraph_size=fraction,
+    )
+    if method == "hp":
+        dm.partitioner = partitioner("hp", fraction, coverage)
+    pl.seed_everything(0)
+    module = NodeClassifier("gcn", hidden_channels=64, dropout=0.0)
+    strategy = GNNStrategy(start_method="fork")
+    monitor = BatchCommunicationMonitor()
+    return fit(module, dm, strategy, world, 3, monitor, limit_val_batches=0)
 
-    def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self.start = time.perf_counter()
 
-    def on_train_epoch_end(self, trainer, pl_module) -> None:
-        self.times.append(time.perf_counter() - self.start)
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        if trainer.is_global_zero:
-            self.path.write_text(json.dumps({"times": self.times, "traffic": self.monitor.history}))
-
-
-def training_cells(config: dict, out: dict, save) -> None:
+def training_cells(r: Run, config: dict, coverage: float) -> None:
     train = config["training"]
-    dataset, fraction = GRAPHS[train["graph"]], train["fraction"]
+    dataset = GRAPHS[train["graph"]]
     data = load_dataset(dataset)
     with tempfile.TemporaryDirectory() as folder:
-        for world_size in train["world_sizes"]:
-            for method in ("shp", "hp"):
-                name = "stochastic-hypergraph" if method == "shp" else "hypergraph"
-                store = Path(folder) / f"{method}-{world_size}"
-                partition_to_store(data, partitioner(method, fraction), world_size, store, dataset)
-                options = {"subgraph_size": fraction} if method == "shp" else {}
-                dm = GraphPartitionDataModule(
-                    dataset,
-                    method=name,
-                    num_parts=world_size,
-                    store=str(store),
-                    verify_dataset=False,
-                    loader="subgraph",
-                    steps_per_epoch=train["steps"],
-                    **({"subgraph_size": fraction} | options),
-                )
-                if method == "hp":
-                    dm.partitioner = partitioner("hp", fraction)
-                monitor = BatchCommunicationMonitor()
-                result = Path(folder) / f"result-{method}-{world_size}.json"
-                pl.seed_everything(0)
-                module = NodeClassifier("gcn", hidden_channels=64, dropout=0.0)
-                trainer = pl.Trainer(
-                    strategy=GNNStrategy(start_method="fork"),
-                    accelerator="cpu",
-                    devices=world_size,
-                    max_epochs=3,
-                    callbacks=[monitor, EpochTimer(result, monitor)],
-                    logger=False,
-                    enable_checkpointing=False,
-                    enable_progress_bar=False,
-                    enable_model_summary=False,
-                    num_sanity_val_steps=0,
-                    limit_val_batches=0,
-                )
-                trainer.fit(module, datamodule=dm)
-                measured = json.loads(result.read_text())
-                steps = {r["step"] for r in measured["traffic"]}
-                bytes_total = sum(sum(r["bytes_sent"]) for r in measured["traffic"])
-                predicted = sum(sum(r["predicted_bytes_sent"]) for r in measured["traffic"])
-                out["training"].append(
+        for world in train["world_sizes"]:
+            fits = run_rounds(
+                {m: lambda i, m=m, w=world: _train(dataset, data, m, w, train, coverage, Path(folder))
+                 for m in ("shp", "hp")},
+                r.repeats,
+            )  # fmt: skip
+            epochs = {m: [f["epoch_seconds"][1:] for f in runs] for m, runs in fits.items()}
+            for method, runs in fits.items():
+                traffic = [row for f in runs for row in f["traffic"]]
+                batches = sum(len({row["step"] for row in f["traffic"]}) for f in runs)
+                sent = sum(sum(row["bytes_sent"]) for row in traffic)
+                planned = sum(sum(row["predicted_bytes_sent"]) for row in traffic)
+                time_ratio = ratio(epochs[method], epochs["hp"])
+                r.report["training"].append(
                     {
-                        "world_size": world_size,
+                        "world_size": world,
                         "method": method,
-                        "fraction": fraction,
-                        # the faster of the epochs after the first (the machine is shared)
-                        "epoch_seconds": min(measured["times"][1:]),
-                        "bytes_per_batch": bytes_total / len(steps),
-                        "bytes_equal_plan": bytes_total == predicted,
+                        "fraction": train["fraction"],
+                        "epoch_seconds": statistics.median(pooled(epochs[method])),
+                        "time_ratio_to_hp": time_ratio.value,
+                        "time_ratio_to_hp_per_round": list(time_ratio.per_round),
+                        "bytes_per_batch": sent / batches,
+                        "bytes_equal_plan": sent == planned,
                     }
                 )
-                save()
-                print(
-                    f"  train P={world_size} {method}: {bytes_total / len(steps):,.0f} B/batch, "
-                    f"{min(measured['times'][1:]):.2f} s/epoch",
-                    flush=True,
-                )
+                log(f"train P={world} {method}: {sent / batches:,.0f} B/batch, "
+                    f"{r.report['training'][-1]['epoch_seconds']:.2f} s/epoch")  # fmt: skip
+            r.save()
 
 
 def render(out: dict) -> str:
     lines = [
         "# Sampled-subgraph mini-batches: expected halo volume per batch",
         "",
-        f"Generated by `benchmarks/subgraph_minibatch.py{' --quick' if out['quick'] else ''}` "
-        f"on {out['date']} ({out['cpus']} CPU cores). Rows moved per SpMM of a uniformly sampled "
-        f"batch, averaged over {out['samples']} fresh batches (the same for every method), as a "
-        "ratio to HP (plain connectivity−1 hypergraph partitioning) of the same cell; SHP built "
-        f"for that batch size (θ = 0.1, δ = 0.5, edge coverage {out.get('edge_coverage', 8):g}, "
-        "≤ 20,000 batches). The default grid is reduced for the 2-core machine: R-MAT scale 13 at "
-        "P = 4/16/64, SBM and a 96 × 96 triangulated grid mesh at P = 16 (a run's grid is in its JSON).",
+        f"Rows moved per SpMM of a uniformly sampled batch, averaged over {out['samples']} fresh "
+        "batches (the same for every method), as a ratio to HP (plain connectivity−1 hypergraph "
+        "partitioning) of the same cell; SHP built for that batch size (θ = 0.1, δ = 0.5, edge "
+        f"coverage {out['edge_coverage']:g}, ≤ 20,000 batches). The default grid is "
+        "reduced for the 2-core machine: R-MAT scale 13 at P = 4/16/64, SBM and a 96 × 96 "
+        "triangulated grid mesh at P = 16 (a run's grid is in its JSON).",
         "",
         "| graph | P | batch | HP rows/batch (95% CI) | SHP / HP | METIS / HP | random / HP "
         "| SHP batches | SHP s | HP s |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for c in out["volume"]:
+    for c in out.get("volume", []):
         hp = c["expected_rows"]["hp"]
         r = c["ratio_to_hp"]
         lines.append(
@@ -277,90 +211,69 @@ def render(out: dict) -> str:
             f"| {r['shp']:.3f} | {r['metis']:.3f} | {r['random']:.3f} "
             f"| {c['shp_stats']['batches']} | {c['seconds']['shp']:.1f} | {c['seconds']['hp']:.1f} |"
         )
-    if out["training"]:
+    if out.get("training"):
         lines += [
             "",
             "## Training: SHP vs HP (GCN, 64 hidden, uniform batches, forked gloo ranks)",
             "",
-            "| ranks | batch | method | halo bytes / batch | SHP / HP bytes | epoch s (best of 2) "
-            "| SHP / HP time | bytes = plan |",
+            f"| ranks | batch | method | halo bytes / batch | SHP / HP bytes | epoch s "
+            f"({out['epoch_statistic']}) | SHP / HP time | bytes = plan |",
             "|---|---|---|---|---|---|---|---|",
         ]
         by_key = {(t["world_size"], t["method"]): t for t in out["training"]}
         for t in out["training"]:
             hp = by_key.get((t["world_size"], "hp"))
             ratio_b = t["bytes_per_batch"] / hp["bytes_per_batch"] if hp else float("nan")
-            ratio_t = t["epoch_seconds"] / hp["epoch_seconds"] if hp else float("nan")
+            time_cell = ratio_cell(
+                t["time_ratio_to_hp"], t.get("time_ratio_to_hp_per_round", []), 3
+            )
             lines.append(
                 f"| {t['world_size']} | {t['fraction']:.0%} | {t['method']} "
                 f"| {t['bytes_per_batch']:,.0f} | {ratio_b:.3f} | {t['epoch_seconds']:.2f} "
-                f"| {ratio_t:.3f} | {'yes' if t['bytes_equal_plan'] else 'NO'} |"
+                f"| {time_cell} | {'yes' if t['bytes_equal_plan'] else 'NO'} |"
             )
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    global EDGE_COVERAGE
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smoke configuration")
-    parser.add_argument("--graphs", help="comma-separated graph names (default grid's P)")
-    parser.add_argument("--parts", help="comma-separated P for every selected graph")
-    parser.add_argument("--fractions", help="comma-separated batch fractions")
-    parser.add_argument("--no-training", action="store_true", help="skip part (b)")
-    parser.add_argument(
-        "--edge-coverage",
-        type=float,
-        default=EDGE_COVERAGE,
-        help="SHP's edge_coverage; other than 8 writes subgraph_minibatch_coverage<C>.*",
-    )
-    parser.add_argument(
-        "--training-only",
-        action="store_true",
-        help="keep part (a) of the existing JSON, run part (b) again",
-    )
-    args = parser.parse_args(argv)
-    config = json.loads(json.dumps(QUICK if args.quick else DEFAULT))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--graphs", type=csv(), help=f"graph names ({', '.join(GRAPHS)})")
+    parser.add_argument("--parts", type=csv(int), help="P for every selected graph")
+    parser.add_argument("--fractions", type=csv(float), help="batch fractions")
+    parser.add_argument("--edge-coverage", type=float, default=8.0, help="SHP's edge_coverage")
+
+
+def run(r: Run) -> None:
+    quiet()
+    args = r.args
+    config = json.loads(json.dumps(QUICK if r.quick else DEFAULT))
     if args.graphs:
-        names = args.graphs.split(",")
-        config["graphs"] = {g: config["graphs"].get(g, [16]) for g in names}
+        config["graphs"] = {g: config["graphs"].get(g, [16]) for g in args.graphs}
     if args.parts:
-        parts = [int(p) for p in args.parts.split(",")]
-        config["graphs"] = {g: parts for g in config["graphs"]}
+        config["graphs"] = {g: args.parts for g in config["graphs"]}
     if args.fractions:
-        config["fractions"] = [float(f) for f in args.fractions.split(",")]
-    stem = "subgraph_minibatch_quick" if args.quick else "subgraph_minibatch"
-    if args.edge_coverage != EDGE_COVERAGE:
-        EDGE_COVERAGE = args.edge_coverage
-        stem += f"_coverage{args.edge_coverage:g}"
-    out = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "quick": args.quick,
-        "cpus": os.cpu_count(),
-        "config": config,
-        "samples": config["samples"],
-        "edge_coverage": EDGE_COVERAGE,
-        "torch": torch.__version__,
-        "volume": [],
-        "training": [],
-    }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-
-    def save() -> None:
-        (RESULTS / f"{stem}.json").write_text(json.dumps(out, indent=1))
-        (RESULTS / f"{stem}.md").write_text(render(out))
-
+        config["fractions"] = args.fractions
+    r.report.update(config=config, samples=config["samples"], edge_coverage=args.edge_coverage)
     np.seterr(over="ignore")
-    if args.training_only:
-        previous = json.loads((RESULTS / f"{stem}.json").read_text())
-        out.update({k: previous[k] for k in ("date", "config", "samples", "volume")})
-    else:
-        volume_cells(config, out, save)
-    if not args.no_training:
-        training_cells(config, out, save)
-    out["finished"] = True
-    save()
-    return 0
+    if r.wants("a"):
+        r.report["volume"] = []
+        with r.section("a"):
+            volume_cells(r, config, args.edge_coverage)
+    if r.wants("b"):
+        r.report.update(training=[], epoch_statistic="median")
+        with r.section("b"):
+            training_cells(r, config, args.edge_coverage)
 
+
+BENCHMARK = Benchmark(
+    "subgraph_minibatch",
+    __doc__,
+    run,
+    render,
+    add_arguments,
+    sections=("a", "b"),
+    repeats=1,
+    packages=("mtkahypar", "pymetis"),
+)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(BENCHMARK.main())

@@ -1,66 +1,44 @@
-"""Vertex-cut benchmark: Libra replication factor, DistGNN cd-0 / cd-r / 0c against p2p.
+"""Vertex cut: Libra replication factor, DistGNN cd-0 / cd-r / 0c against p2p.
 
-    python benchmarks/vertex_cut.py            # default configuration (~10 min on 2 cores)
-    python benchmarks/vertex_cut.py --quick    # smoke configuration (~1 min)
+    python -m benchmarks.vertex_cut                  # default configuration (~25 min on 2 cores)
+    python -m benchmarks.vertex_cut --quick          # smoke configuration (~1 min)
+    python -m benchmarks.vertex_cut --sections b     # rerun (b), keep (a) and (c)
 
-Writes ``benchmarks/results/vertex_cut.json`` and ``benchmarks/results/vertex_cut.md``. Every
-figure is a ratio against a baseline measured in the same invocation. Sections:
+Every figure is a ratio against a baseline measured in the same invocation. Sections:
 
-(a) replication factor of the Libra vertex cut at P = 2…64 on a mesh, the R-MAT and the SBM
-    graphs, against a uniformly random edge assignment (the baseline) and next to paper 002
-    Table 4; partitioning seconds (the 1 M-edge R-MAT is the time bound's graph); rows moved per
-    layer and direction by ``cd-0`` against ``p2p`` on a hypergraph partition (Mt-KaHyPar);
+(a) replication factor of the Libra vertex cut at P = 2…64 on a mesh (a triangulated grid), the
+    R-MAT and the SBM graphs, against a uniformly random edge assignment (the baseline) and next
+    to paper 002 Table 4; partitioning seconds (the 1 M-edge R-MAT is the time bound's graph);
+    rows moved per layer and direction by ``cd-0`` against ``p2p`` on a hypergraph partition
+    (Mt-KaHyPar);
 (b) bytes per epoch and epoch time of ``cd-0``, ``cd-5`` and ``0c`` against ``p2p`` on a
     hypergraph partition at 2 and 4 ranks (GraphSAGE, Lightning fork launcher; bytes measured by
-    ``CommunicationMonitor``; cd-5 bytes averaged over the epochs after the first 2r);
+    ``CommunicationMonitor``; cd-5 averaged over the epochs after the first 2r), the modes
+    interleaved in ``--repeats`` rounds;
 (c) accuracy after a fixed number of epochs of ``cd-0``, ``cd-1``, ``cd-5``, ``0c`` against exact
     ``p2p`` on ``digits`` and on an SBM graph with class-informative features, over several seeds
-    (mean and spread), 4 ranks.
-
-Meshes: the METIS example meshes are used when ``/usr/share/doc/libmetis-dev/examples/graphs``
-exists; otherwise a triangulated 2-D grid (a finite-element-like mesh) stands in.
+    (one interleaved round per seed; mean and spread), 4 ranks.
 """
 
-# ruff: noqa: E402  (the environment must be set before torch is imported)
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-os.environ.setdefault("LGD_PROGRESS", "0")
-
-import argparse
-import datetime
-import json
-import logging
-import platform
 import statistics
-import sys
-import tempfile
 import time
-import warnings
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 import numpy as np
 import pytorch_lightning as pl
-import torch
-from torch_geometric.data import Data
 
-from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
-from lightning_gnn_dist.data import load_dataset
-from lightning_gnn_dist.data.graph import canonicalize
+from benchmarks.common.fits import fit as lightning_fit
+from benchmarks.common.fits import quiet
+from benchmarks.common.graphs import load_graph
+from benchmarks.harness import Benchmark, Run, log, markdown_table, ratio, run_rounds
 from lightning_gnn_dist.data.vertex_cut import vertex_copies
 from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
+from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
+from lightning_gnn_dist.lightning.module import NodeClassifier
+from lightning_gnn_dist.lightning.strategy import GNNStrategy
 from lightning_gnn_dist.partition import get_partitioner
-from lightning_gnn_dist.partition.report import markdown_table
-
-RESULTS = REPO / "benchmarks" / "results"
-METIS_MESH = Path("/usr/share/doc/libmetis-dev/examples/graphs/copter2.graph")
 
 #: Paper 002 Table 4: replication factor of Libra partitions (for orientation; other graphs).
 PAPER_TABLE4 = {
@@ -104,37 +82,10 @@ ACCURACY_MODES = ["p2p", "cd-0", "cd-1", "cd-5", "0c"]
 HIDDEN, LR = 32, 0.01
 
 
-def _log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+def _label(spec: str) -> str:
+    return f"triangulated grid {spec[5:]}²" if spec.startswith("grid:") else spec
 
 
-def grid_mesh(side: int) -> Data:
-    """A triangulated ``side × side`` grid: each cell split by one diagonal, both directions."""
-    ids = np.arange(side * side).reshape(side, side)
-    pairs = [
-        (ids[:, :-1], ids[:, 1:]),
-        (ids[:-1, :], ids[1:, :]),
-        (ids[:-1, :-1], ids[1:, 1:]),
-    ]
-    src = np.concatenate([a.ravel() for a, _ in pairs])
-    dst = np.concatenate([b.ravel() for _, b in pairs])
-    edges = torch.from_numpy(np.stack([np.concatenate([src, dst]), np.concatenate([dst, src])]))
-    return canonicalize(Data(edge_index=edges, num_nodes=side * side))
-
-
-def load_graph(spec: str) -> Data:
-    if spec.startswith("grid:"):
-        if METIS_MESH.exists():
-            return load_dataset(f"metis:{METIS_MESH}")
-        return grid_mesh(int(spec.split(":")[1]))
-    return load_dataset(spec)
-
-
-def mesh_label(spec: str) -> str:
-    return f"metis:{METIS_MESH.name}" if METIS_MESH.exists() else f"triangulated grid {spec[5:]}²"
-
-
-# ------------------------------------------------------------------------------------------
 # (a) replication factor
 
 
@@ -143,7 +94,7 @@ def replication_rows(cfg: dict) -> list[dict]:
     for name, spec in cfg["rf_graphs"].items():
         data = load_graph(spec)
         edge_index = data.edge_index.numpy()
-        _log(f"(a) {name}: {data.num_nodes} vertices, {edge_index.shape[1]} edges")
+        log(f"(a) {name}: {data.num_nodes} vertices, {edge_index.shape[1]} edges")
         for parts in cfg["rf_parts"]:
             partitioner = get_partitioner("vertex-cut", seed=0)
             start = time.perf_counter()
@@ -157,7 +108,7 @@ def replication_rows(cfg: dict) -> list[dict]:
             )
             row = {
                 "graph": name,
-                "spec": mesh_label(spec) if spec.startswith("grid:") else spec,
+                "spec": _label(spec),
                 "vertices": data.num_nodes,
                 "edges": int(edge_index.shape[1]),
                 "P": parts,
@@ -184,7 +135,7 @@ def replication_rows(cfg: dict) -> list[dict]:
                 row["cd0_rows_vs_p2p"] = row["cd0_rows_per_layer"] / max(
                     1, row["p2p_rows_per_layer"]
                 )
-            _log(
+            log(
                 f"    P={parts}: RF {row['rf']:.3f} (random edges {random_rf:.3f}), "
                 f"{seconds:.2f} s"
                 + (
@@ -197,65 +148,27 @@ def replication_rows(cfg: dict) -> list[dict]:
     return rows
 
 
-# ------------------------------------------------------------------------------------------
 # (b), (c) Lightning fits
 
 
-class Recorder(pl.Callback):
-    """Rank 0: epoch wall times, the monitor's rows and the final validation accuracy."""
-
-    def __init__(self, path: Path, monitor: CommunicationMonitor) -> None:
-        self.path, self.monitor, self.seconds, self.val_acc = Path(path), monitor, [], None
-
-    def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._start = time.perf_counter()
-
-    def on_train_epoch_end(self, trainer, pl_module) -> None:
-        self.seconds.append(time.perf_counter() - self._start)
-
-    def on_validation_epoch_end(self, trainer, pl_module) -> None:
-        if "val_acc" in trainer.callback_metrics:
-            self.val_acc = float(trainer.callback_metrics["val_acc"])
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        if trainer.is_global_zero:
-            self.path.write_text(
-                json.dumps(
-                    {
-                        "epoch_seconds": self.seconds,
-                        "traffic": self.monitor.history,
-                        "val_acc": self.val_acc,
-                    }
-                )
-            )
-
-
 def fit(dataset: str, mode: str, world: int, epochs: int, seed: int, root: Path) -> dict:
-    method = "hypergraph-mtkahypar" if mode in ("p2p",) else "vertex-cut"
+    """One GraphSAGE fit: rank 0's epoch seconds, traffic and validation accuracy."""
+    method = "hypergraph-mtkahypar" if mode == "p2p" else "vertex-cut"
     pl.seed_everything(seed, verbose=False)
     module = NodeClassifier("sage", hidden_channels=HIDDEN, dropout=0.5, lr=LR)
     datamodule = GraphPartitionDataModule(
         dataset, method=method, num_parts=world, root=str(root), seed=seed
     )
-    monitor = CommunicationMonitor()
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "fit.json"
-        trainer = pl.Trainer(
-            strategy=GNNStrategy(exchange=mode, start_method="fork", timeout=600),
-            accelerator="cpu",
-            devices=world,
-            max_epochs=epochs,
-            callbacks=[Recorder(out, monitor), monitor],
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            num_sanity_val_steps=0,
-            check_val_every_n_epoch=epochs,
-            log_every_n_steps=1,
-        )
-        trainer.fit(module, datamodule=datamodule)
-        return json.loads(out.read_text())
+    strategy = GNNStrategy(exchange=mode, start_method="fork", timeout=600)
+    return lightning_fit(
+        module,
+        datamodule,
+        strategy,
+        world,
+        epochs,
+        CommunicationMonitor(),
+        check_val_every_n_epoch=epochs,
+    )
 
 
 def bytes_per_epoch(result: dict, skip: int) -> float:
@@ -266,21 +179,30 @@ def bytes_per_epoch(result: dict, skip: int) -> float:
     return float(statistics.mean(values))
 
 
-def speed_rows(cfg: dict, root: Path) -> list[dict]:
+def _skip(mode: str) -> int:
+    """Epochs left out of a mode's averages: the warm-up, or cd-r's first 2r epochs."""
+    return 2 * int(mode[3:]) if mode.startswith("cd-") and mode != "cd-0" else 1
+
+
+def speed_rows(cfg: dict, root: Path, repeats: int) -> list[dict]:
     rows = []
     for world in cfg["speed_worlds"]:
-        results = {}
-        for mode in SPEED_MODES:
-            _log(f"(b) {mode} at {world} ranks")
-            results[mode] = fit(cfg["speed_dataset"], mode, world, cfg["speed_epochs"], 0, root)
-        base = results["p2p"]
-        base_ms = 1000 * statistics.median(base["epoch_seconds"][1:])
-        base_bytes = bytes_per_epoch(base, 0)
-        cd0_bytes = bytes_per_epoch(results["cd-0"], 0)
-        for mode, result in results.items():
-            skip = 2 * int(mode[3:]) if mode.startswith("cd-") and mode != "cd-0" else 1
-            ms = 1000 * statistics.median(result["epoch_seconds"][skip:] or [float("nan")])
-            measured = bytes_per_epoch(result, skip)
+        fits = run_rounds(
+            {
+                mode: lambda r, m=mode, w=world: fit(
+                    cfg["speed_dataset"], m, w, cfg["speed_epochs"], 0, root
+                )
+                for mode in SPEED_MODES
+            },
+            repeats,
+            lambda r, mode, _, w=world: log(f"(b) round {r + 1}: {mode} at {w} ranks"),
+        )
+        epochs = {m: [f["epoch_seconds"][_skip(m) :] for f in runs] for m, runs in fits.items()}
+        base_bytes = bytes_per_epoch(fits["p2p"][0], 0)
+        cd0_bytes = bytes_per_epoch(fits["cd-0"][0], 0)
+        for mode, runs in fits.items():
+            measured = bytes_per_epoch(runs[0], _skip(mode))
+            time_ratio = ratio(epochs[mode], epochs["p2p"])
             rows.append(
                 {
                     "ranks": world,
@@ -288,8 +210,9 @@ def speed_rows(cfg: dict, root: Path) -> list[dict]:
                     "bytes_per_epoch": measured,
                     "bytes_vs_p2p": measured / base_bytes if base_bytes else None,
                     "bytes_vs_cd0": measured / cd0_bytes if cd0_bytes else None,
-                    "epoch_ms": ms,
-                    "time_vs_p2p": ms / base_ms,
+                    "epoch_ms": 1000 * statistics.median(sum(epochs[mode], [])),
+                    "time_vs_p2p": time_ratio.value,
+                    "time_vs_p2p_per_round": list(time_ratio.per_round),
                 }
             )
     return rows
@@ -297,18 +220,19 @@ def speed_rows(cfg: dict, root: Path) -> list[dict]:
 
 def accuracy_rows(cfg: dict, root: Path) -> list[dict]:
     rows = []
+    seeds, world, epochs = cfg["accuracy_seeds"], cfg["accuracy_world"], cfg["accuracy_epochs"]
     for dataset in cfg["accuracy_datasets"]:
-        accs: dict[str, list[float]] = {mode: [] for mode in ACCURACY_MODES}
-        for seed in cfg["accuracy_seeds"]:
-            for mode in ACCURACY_MODES:
-                result = fit(
-                    dataset, mode, cfg["accuracy_world"], cfg["accuracy_epochs"], seed, root
-                )
-                accs[mode].append(100 * result["val_acc"])
-            _log(
-                f"(c) {dataset} seed {seed}: "
-                + ", ".join(f"{m} {a[-1]:.1f}" for m, a in accs.items())
-            )
+        fits = run_rounds(
+            {
+                mode: lambda r, m=mode, d=dataset: fit(d, m, world, epochs, seeds[r], root)
+                for mode in ACCURACY_MODES
+            },
+            len(seeds),
+            lambda r, mode, res, d=dataset: log(
+                f"(c) {d} seed {seeds[r]} {mode}: {res['val_acc'][-1]:.3f}"
+            ),
+        )
+        accs = {mode: [100 * f["val_acc"][-1] for f in runs] for mode, runs in fits.items()}
         exact = statistics.mean(accs["p2p"])
         for mode, values in accs.items():
             rows.append(
@@ -324,22 +248,13 @@ def accuracy_rows(cfg: dict, root: Path) -> list[dict]:
     return rows
 
 
-# ------------------------------------------------------------------------------------------
-
-
-def write_markdown(report: dict, path: Path) -> None:
+def render(report: dict) -> str:
     cfg = report["config"]
     lines = [
         "# Vertex cut (Libra) and DistGNN's partial-aggregate modes",
         "",
-        f"Machine: {report['machine']}. Full data: `vertex_cut.json`. Runs (the machine is "
-        "shared: the load average says how busy it was; compare ratios within a section):",
-        "",
-        *(
-            f"* {key}: `{run['command']}` on {run['date']}, {run['seconds']:.0f} s, load "
-            f"average {run['load_average_at_start']:.1f} at start"
-            for key, run in report["runs"].items()
-        ),
+        "The machine is shared: compare ratios within a section (the provenance above says how "
+        "busy it was).",
         "",
         "## (a) Replication factor (RF, average copies per vertex)",
         "",
@@ -351,7 +266,7 @@ def write_markdown(report: dict, path: Path) -> None:
         'paper\'s random roots and with load-aware (`root_choice="balanced"`) roots.',
         "",
         markdown_table(
-            report["replication"],
+            report.get("replication", []),
             [
                 "graph",
                 "vertices",
@@ -368,12 +283,7 @@ def write_markdown(report: dict, path: Path) -> None:
                 "send_imbalance_balanced_roots",
             ],
         ),
-        "Graphs: "
-        + "; ".join(
-            f"{k}: `{mesh_label(v) if v.startswith('grid:') else v}`"
-            for k, v in cfg["rf_graphs"].items()
-        )
-        + ".",
+        "Graphs: " + "; ".join(f"{k}: `{_label(v)}`" for k, v in cfg["rf_graphs"].items()) + ".",
         "",
         "Paper 002 Table 4 (Libra RF, for orientation; other graphs): "
         + "; ".join(
@@ -386,7 +296,7 @@ def write_markdown(report: dict, path: Path) -> None:
         f"{cfg['speed_epochs']} epochs)",
         "",
         markdown_table(
-            report["speed"],
+            report.get("speed", []),
             [
                 "ranks",
                 "mode",
@@ -402,21 +312,21 @@ def write_markdown(report: dict, path: Path) -> None:
         f"({cfg['accuracy_world']} ranks, GraphSAGE, seeds {cfg['accuracy_seeds']})",
         "",
         markdown_table(
-            report["accuracy"],
+            report.get("accuracy", []),
             ["dataset", "mode", "seeds", "val_acc_mean", "val_acc_std", "minus_p2p_points"],
         ),
         "",
         "## Notes",
         "",
-        *report["notes"],
+        *notes(report),
         "",
     ]
-    path.write_text("\n".join(lines))
+    return "\n".join(lines)
 
 
 def notes(report: dict) -> list[str]:
     out = []
-    speed = report["speed"]
+    speed = report.get("speed", [])
     for world in sorted({r["ranks"] for r in speed}):
         cd5 = next((r for r in speed if r["ranks"] == world and r["mode"] == "cd-5"), None)
         zero = next((r for r in speed if r["ranks"] == world and r["mode"] == "0c"), None)
@@ -425,14 +335,14 @@ def notes(report: dict) -> list[str]:
                 f"* {world} ranks: cd-5 moves {cd5['bytes_vs_cd0']:.3f}× the bytes per epoch of "
                 f"cd-0 (target ≤ 0.25); 0c moves {zero['bytes_per_epoch']:.0f} bytes."
             )
-    for row in report["accuracy"]:
+    for row in report.get("accuracy", []):
         if row["mode"] == "cd-5":
             verdict = "within" if abs(row["minus_p2p_points"]) <= 1 else "NOT within"
             out.append(
                 f"* {row['dataset']}: cd-5 is {row['minus_p2p_points']:+.2f} points from exact "
                 f"p2p (mean over {row['seeds']} seeds): {verdict} 1 point."
             )
-    big = [r for r in report["replication"] if r["edges"] >= 1_000_000]
+    big = [r for r in report.get("replication", []) if r["edges"] >= 1_000_000]
     if big:
         worst = max(big, key=lambda r: r["seconds"])
         out.append(
@@ -442,51 +352,31 @@ def notes(report: dict) -> list[str]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke configuration")
-    parser.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "lgd-vc-bench"))
-    parser.add_argument("--sections", default="abc", help="subset of 'abc' to run")
-    args = parser.parse_args()
-    warnings.filterwarnings("ignore")
-    logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
-    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
-    cfg = CONFIGS["quick" if args.quick else "default"]
-    root = Path(args.cache_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    name = "vertex_cut_quick" if args.quick else "vertex_cut"
-    path = RESULTS / f"{name}.json"
-    # A subset of sections replaces those sections of an existing report (so the sections can
-    # run as separate invocations on a busy machine); each section keeps its own command line.
-    report = json.loads(path.read_text()) if path.exists() and args.sections != "abc" else {}
-    report.setdefault("runs", {})
-    report.update(
-        machine=f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"{platform.platform()}, torch {torch.__version__}",
-        config=cfg,
-    )
-    command = "python benchmarks/vertex_cut.py" + (" --quick" if args.quick else "")
-    sections = {"a": ("replication", replication_rows), "b": ("speed", speed_rows)}
-    sections["c"] = ("accuracy", accuracy_rows)
-    for letter, (key, run) in sections.items():
-        if letter not in args.sections:
-            report.setdefault(key, [])
-            continue
-        start = time.perf_counter()
-        load = os.getloadavg()[0]
-        report[key] = run(cfg) if letter == "a" else run(cfg, root)
-        report["runs"][key] = {
-            "command": f"{command} --sections {letter}" if args.sections != "abc" else command,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "seconds": time.perf_counter() - start,
-            "load_average_at_start": load,
-        }
-    report["notes"] = notes(report)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=1))
-    write_markdown(report, RESULTS / f"{name}.md")
-    _log(f"wrote {RESULTS / name}.md/json")
+def run(r: Run) -> None:
+    quiet()
+    cfg = CONFIGS["quick" if r.quick else "default"]
+    root = r.cache_dir
+    r.report["config"] = cfg
+    if r.wants("a"):
+        with r.section("a"):
+            r.report["replication"] = replication_rows(cfg)
+    if r.wants("b"):
+        with r.section("b"):
+            r.report["speed"] = speed_rows(cfg, root, r.repeats)
+    if r.wants("c"):
+        with r.section("c"):
+            r.report["accuracy"] = accuracy_rows(cfg, root)
 
+
+BENCHMARK = Benchmark(
+    "vertex_cut",
+    __doc__,
+    run,
+    render,
+    sections=("a", "b", "c"),
+    repeats=1,
+    packages=("mtkahypar",),
+)
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(BENCHMARK.main())

@@ -15,5 +15,5 @@ echo "bootstrap: installing into $VENV (about a minute on first run)" >&2
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
 # torch first and pinned: an unpinned resolve would pull a multi-GB CUDA build.
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c requirements/constraints-dev.txt torch
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -c requirements/constraints-dev.txt -e '.[dev]'
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -c requirements/constraints-dev.txt -e '.[dev,docs]'
 echo "$want" > "$STAMP"

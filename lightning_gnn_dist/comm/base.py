@@ -58,7 +58,8 @@ class PendingHalo:
 
     def wait(self) -> Tensor:
         """``[num_halo, d]`` halo rows of the layer input."""
-        return _FinishExchange.apply(self.token, self)
+        token, self.token = self.token, None  # no cycle pending → token → its node → pending
+        return _FinishExchange.apply(token, self)
 
 
 class HaloExchange(ABC):
@@ -194,6 +195,7 @@ class _StartExchange(Function):
     def backward(ctx, _grad_token: Tensor):
         pending = ctx.pending
         grad_owned = pending.exchange._timed_wait(pending.backward, pending.layer, "backward")
+        pending.backward = None
         return grad_owned, None
 
 
@@ -201,7 +203,9 @@ class _FinishExchange(Function):
     @staticmethod
     def forward(ctx, token: Tensor, pending: PendingHalo) -> Tensor:
         ctx.pending = pending
-        return pending.exchange._timed_wait(pending.forward, pending.layer, "forward")
+        halo = pending.exchange._timed_wait(pending.forward, pending.layer, "forward")
+        pending.forward = None  # the node keeps `pending`; `pending` keeps no tensor: no cycle
+        return halo
 
     @staticmethod
     def backward(ctx, grad_halo: Tensor):

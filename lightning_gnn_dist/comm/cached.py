@@ -98,7 +98,7 @@ class CachedExchange(HaloExchange):
         staleness_bound (float): ε_E or ε_A in epochs, or ε_H as a relative Frobenius norm;
             ``0`` sends every round. (default: ``1``)
         cache_backward (str): ``"drop"`` or ``"fresh"`` (see the module docs; ``"drop"`` saves
-            twice the bytes at the same accuracy in ``benchmarks/cached.py``).
+            twice the bytes at the same accuracy in ``python -m benchmarks.cached``).
             (default: ``"drop"``)
         grad_clip (float, optional): clip the returned halo gradients to L2 norm
             ``√P · grad_clip``; ``None`` disables it. (default: ``None``)

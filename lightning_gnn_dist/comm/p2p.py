@@ -86,7 +86,9 @@ class P2PExchange(HaloExchange):
         index = self.partition.send_index.to(grad_halo.device)
         num_owned = self.partition.num_owned
 
-        def scatter(rows: Tensor) -> Tensor:
+        def scatter(rows: Tensor) -> Tensor | None:
+            if index.numel() == 0:  # nothing sent forward, nothing comes back: a zero gradient
+                return None
             return rows.new_zeros(num_owned, rows.size(1)).index_add_(0, index, rows)
 
         return Transfer(requests, recv, scatter)

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from lightning_gnn_dist.nn.context import aggregate
+from lightning_gnn_dist.data.csr import CSRAdjacency
+from lightning_gnn_dist.nn.models import dropout
+from lightning_gnn_dist.nn.spmm import SparseMatrix, spmm
 from lightning_gnn_dist.partition.work import ComputeCosts, gcn_layers
 
 
@@ -23,7 +25,7 @@ def calibrate(
 
     Times (median of ``repeats``, after one warm-up) the model's own operations, forward and
     backward, on a random graph of ``num_rows`` rows and ``nnz_per_row`` non-zeros per row:
-    the aggregation of ``lightning_gnn_dist.nn.context.aggregate`` at each layer's aggregated
+    the CSR product of :func:`lightning_gnn_dist.nn.spmm.spmm` at each layer's aggregated
     width, each layer's ``Linear``, and bias + ReLU + dropout on its output; each cost is the
     summed time over the layers divided by the summed units. Takes about a second.
 
@@ -39,6 +41,8 @@ def calibrate(
     nnz = num_rows * nnz_per_row
     edges = torch.randint(0, num_rows, (2, nnz), generator=generator)
     weight = torch.rand(nnz, generator=generator)
+    adj = CSRAdjacency.from_edge_index(edges, num_rows, num_rows)
+    matrix = SparseMatrix(adj, adj.entry_values(weight))
 
     def timed(step) -> float:
         step()
@@ -54,7 +58,7 @@ def calibrate(
     for layer in layers:
         width = layer.aggregate_width
         h = torch.randn(num_rows, width, generator=generator, requires_grad=True)
-        agg += timed(lambda h=h: aggregate(h, edges, weight, num_rows).sum().backward())
+        agg += timed(lambda h=h: spmm(matrix, h).sum().backward())
         agg_units += nnz * width
         linear = torch.nn.Linear(layer.d_in, layer.d_out, bias=False)
         x = torch.randn(num_rows, layer.d_in, generator=generator, requires_grad=True)
@@ -64,7 +68,7 @@ def calibrate(
         bias = torch.zeros(layer.d_out, requires_grad=True)
         elementwise += timed(
             lambda y=y, bias=bias: (
-                torch.nn.functional.dropout(torch.relu(y + bias), 0.5).sum().backward()
+                dropout(torch.relu(y + bias), 0.5, training=True).sum().backward()
             )
         )
         elementwise_units += num_rows * layer.d_out

@@ -11,8 +11,9 @@ partitioned or on which rank samples it. Each vertex's in-edges are kept sorted 
   with too few distinct draws takes the key path), so high-degree vertices cost ``O(fanout)``.
 * With replacement, draw ``t`` takes in-edge ``floor(u(stream, id(i), t) · d)``.
 
-No Python loop runs over vertices or edges: a few sorts of the frontier's sampled candidates per
-hop.
+No Python loop runs over vertices or edges: a few row-wise operations per hop, or, with ``numba``
+installed, one compiled loop per hop that gives the same samples
+(:mod:`lightning_gnn_dist.data._kernels`, ~10× faster).
 """
 
 from __future__ import annotations
@@ -24,7 +25,21 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from lightning_gnn_dist.data import _kernels
+
+_COMPILED = {"enabled": True}
+
+
+def use_compiled(enabled: bool | None = None) -> bool:
+    """Whether the sampler runs its compiled kernels (``numba`` installed and not switched off);
+    ``use_compiled(False)`` switches them off (the ``torch`` path gives the same samples)."""
+    if enabled is not None:
+        _COMPILED["enabled"] = bool(enabled)
+    return _COMPILED["enabled"] and _kernels.AVAILABLE
+
+
 _MASK32 = 0xFFFFFFFF
+_TABLE_IDS = 2**24  # position table of NeighborSampler: at most 128 MiB of int64
 HopSampler = Callable[[Tensor, int, int], tuple[Tensor, Tensor]]
 
 
@@ -38,13 +53,35 @@ def _lowbias32(x: Tensor) -> Tensor:
 
 
 def hash_keys(*values: Tensor | int) -> Tensor:
-    """32-bit hash of ``int64`` tensors (broadcast) and ints, as ``int64`` in ``[0, 2^32)``."""
-    h = torch.tensor(0x9E3779B9, dtype=torch.long)
+    """32-bit hash of ``int64`` tensors (broadcast) and ints, as ``int64`` in ``[0, 2^32)``.
+
+    Leading int values are hashed in Python (no tensor operation); a tensor whose values all lie
+    in ``[0, 2^32)`` is used as it is (its fold to 32 bits is the identity)."""
+    state: Tensor | int = 0x9E3779B9
     for value in values:
+        if isinstance(value, int) and isinstance(state, int):
+            state = _lowbias32_int(state ^ _fold_int(value))
+            continue
         value = torch.as_tensor(value, dtype=torch.long)
-        folded = (value ^ (((value >> 32) * 0x9E3779B1) & _MASK32)) & _MASK32
-        h = _lowbias32(h ^ folded)
-    return h
+        if value.numel() > 64 and 0 <= int(value.min()) and int(value.max()) <= _MASK32:
+            folded = value
+        else:
+            folded = (value ^ (((value >> 32) * 0x9E3779B1) & _MASK32)) & _MASK32
+        state = _lowbias32(folded ^ state)
+    return torch.tensor(state) if isinstance(state, int) else state
+
+
+def _fold_int(value: int) -> int:
+    value = ((value + 2**63) % 2**64) - 2**63  # as an int64 lane holds it
+    return (value ^ (((value >> 32) * 0x9E3779B1) & _MASK32)) & _MASK32
+
+
+def _lowbias32_int(x: int) -> int:
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & _MASK32
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & _MASK32
+    return x ^ (x >> 16)
 
 
 def stream_key(seed: int, epoch: int, step: int, rank: int) -> int:
@@ -108,36 +145,56 @@ class InEdges:
             ``(counts [T] int64, src [Σ counts] int64)``: sampled source routing ids grouped by
             target, in target order.
         """
+        if fanout > 0 and not replace and use_compiled() and not self.src.is_cuda:
+            return _kernels.sample_without_replacement(
+                self.colptr, self.src, self.src_key, self.dst_key, self.start,
+                targets, stream, fanout, _SPARSE,
+            )  # fmt: skip
         local = targets - self.start
-        first, degree = self.colptr[local], self.colptr[local + 1] - self.colptr[local]
-        stream = torch.as_tensor(stream, dtype=torch.long).expand(local.numel())
+        first = self.colptr[local]
+        degree = self.colptr[local + 1] - first
+        if not isinstance(stream, int):
+            stream = torch.as_tensor(stream, dtype=torch.long).expand(local.numel())
         dst_key = self.dst_key[local]
         if fanout < 0:
             _, edge = _segment_edges(first, degree, torch.arange(local.numel()))
             return degree, self.src[edge]
         if replace:
+            stream = torch.as_tensor(stream, dtype=torch.long).expand(local.numel())
             return self._with_replacement(first, degree, stream, dst_key, fanout)
-        pieces = [_segment_edges(first, degree, (degree <= fanout).nonzero().view(-1))]
+        # One [T, fanout] matrix of chosen in-edges, row t valid up to min(degree, fanout):
+        # read row by row it is the output (targets in order, each in selection order).
+        counts = degree.clamp(max=fanout)
+        chosen = first.unsqueeze(1) + torch.arange(fanout)  # degree <= fanout: every in-edge
         # High degree: the first `fanout` distinct of 2·fanout uniform draws (a uniform subset),
         # so the work per target is O(fanout) whatever its degree; the rare target with too few
-        # distinct draws falls back to the key sort below, which is uniform too.
+        # distinct draws takes the key path below, which is uniform too.
         sparse = (degree > _SPARSE * fanout).nonzero().view(-1)
-        picked, missing = self._distinct_draws(first, degree, stream, dst_key, fanout, sparse)
-        pieces.append(picked)
-        dense = torch.cat(
-            [((degree > fanout) & (degree <= _SPARSE * fanout)).nonzero().view(-1), missing]
+        picked, edges, missing = self._distinct_draws(
+            first, degree, stream, dst_key, fanout, sparse
         )
-        target, edge = _segment_edges(first, degree, dense)
-        key = hash_keys(stream[target], dst_key[target], self.src_key[edge])
-        order = torch.argsort((target << 32) | key)
-        target, edge = target[order], edge[order]
-        start = torch.searchsorted(target, target)
-        keep = torch.arange(target.numel()) - start < fanout
-        pieces.append((target[keep], edge[keep]))
-        target = torch.cat([t for t, _ in pieces])
-        edge = torch.cat([e for _, e in pieces])
-        order = torch.argsort(target, stable=True)
-        return torch.bincount(target, minlength=local.numel()), self.src[edge[order]]
+        chosen[picked] = edges
+        middle = ((degree > fanout) & (degree <= _SPARSE * fanout)).nonzero().view(-1)
+        for which in (middle, missing):
+            if which.numel():
+                chosen[which] = self._smallest_keys(first, degree, stream, dst_key, fanout, which)
+        valid = torch.arange(fanout) < counts.unsqueeze(1)
+        return counts, self.src[chosen[valid]]
+
+    def _smallest_keys(self, first, degree, stream, dst_key, fanout, which):
+        """``[len(which), fanout]`` in-edges of each target in ``which``: those with the
+        smallest keys ``hash(stream, id(i), id(j))``, ascending (one row-wise top-k)."""
+        if which.numel() == 0:
+            return first.new_empty(0, fanout)
+        width = int(degree[which].max())
+        column = torch.arange(width)
+        edge = first[which].unsqueeze(1) + column
+        valid = column < degree[which].unsqueeze(1)
+        edge = torch.where(valid, edge, 0)
+        key = hash_keys(_rows(stream, which), dst_key[which].unsqueeze(1), self.src_key[edge])
+        key.masked_fill_(~valid, _NO_KEY)
+        position = torch.topk(key, fanout, dim=1, largest=False, sorted=True).indices
+        return edge.gather(1, position)
 
     def _with_replacement(self, first, degree, stream, dst_key, fanout):
         counts = torch.where(degree > 0, fanout, 0)
@@ -145,25 +202,31 @@ class InEdges:
         return counts, self.src[first[target] + offset]
 
     def _distinct_draws(self, first, degree, stream, dst_key, fanout, which):
-        """``((target, edge), missing)``: for each target in ``which`` the first ``fanout``
-        distinct in-edges of ``2 · fanout`` uniform draws; ``missing`` the targets with fewer."""
-        counts = torch.zeros_like(degree)
-        counts[which] = 2 * fanout
-        target, offset, draw = _uniform_offsets(stream, dst_key, degree, counts)
-        order = torch.argsort((target << 32) | offset, stable=True)  # draw order within ties
-        target, offset, draw = target[order], offset[order], draw[order]
-        first_seen = torch.ones_like(target, dtype=torch.bool)
-        first_seen[1:] = (target[1:] != target[:-1]) | (offset[1:] != offset[:-1])
-        target, offset, draw = target[first_seen], offset[first_seen], draw[first_seen]
-        order = torch.argsort((target << 32) | draw)
-        target, offset = target[order], offset[order]
-        keep = torch.arange(target.numel()) - torch.searchsorted(target, target) < fanout
-        target, offset = target[keep], offset[keep]
-        found = torch.bincount(target, minlength=degree.numel())[which]
-        complete = torch.isin(target, which[found >= fanout])
-        return (target[complete], first[target[complete]] + offset[complete]), which[found < fanout]
+        """``(complete, edges [len(complete), fanout], missing)``: for each target in ``which``
+        the first ``fanout`` distinct in-edges of ``2 · fanout`` uniform draws, in draw order;
+        ``missing`` the targets with fewer distinct draws. Row-wise, one row per target."""
+        if which.numel() == 0:
+            return which, first.new_empty(0, fanout), which
+        draws = 2 * fanout
+        u = hash_keys(_rows(stream, which), dst_key[which].unsqueeze(1), torch.arange(draws))
+        u = u.double().div_(2.0**32)
+        offset = (u * degree[which].unsqueeze(1)).long()
+        offset, draw = torch.sort(offset, dim=1, stable=True)  # repeats: earliest draw first
+        repeat = torch.zeros_like(offset, dtype=torch.bool)
+        repeat[:, 1:] = offset[:, 1:] == offset[:, :-1]
+        complete = (~repeat).sum(1) >= fanout
+        order = draw.masked_fill_(repeat, draws)[complete]
+        position = torch.topk(order, fanout, dim=1, largest=False, sorted=True).indices
+        edges = first[which[complete]].unsqueeze(1) + offset[complete].gather(1, position)
+        return which[complete], edges, which[~complete]
 
 
+def _rows(stream: Tensor | int, which: Tensor) -> Tensor | int:
+    """The stream of each target in ``which`` as a column, or the common int."""
+    return stream if isinstance(stream, int) else stream[which].unsqueeze(1)
+
+
+_NO_KEY = 2**62
 _SPARSE = 4
 
 
@@ -240,8 +303,11 @@ class NeighborSampler:
     def __init__(self, num_neighbors: list[int], replace: bool = False) -> None:
         self.num_neighbors = check_fanouts("num_neighbors", num_neighbors)
         self.replace = replace
+        self._table: Tensor | None = None
 
-    def sample(self, seeds: Tensor, stream: int, sample_hop: HopSampler) -> SampledSubgraph:
+    def sample(
+        self, seeds: Tensor, stream: int, sample_hop: HopSampler, num_ids: int | None = None
+    ) -> SampledSubgraph:
         """Expand ``seeds`` (``[B] int64`` distinct routing ids) hop by hop.
 
         Args:
@@ -249,7 +315,12 @@ class NeighborSampler:
             stream: the batch's random stream (see :func:`stream_key`).
             sample_hop: ``(frontier [F], fanout, stream) -> (counts [F], src [Σ counts])``, e.g.
                 a bound :meth:`InEdges.sample` or a distributed request/response.
+            num_ids: size of the routing id space, if known: up to 2**24 ids, vertices are
+                relabelled through a kept ``[num_ids]`` position table (no sort per hop); the
+                result is the same either way.
         """
+        if num_ids is not None and num_ids <= _TABLE_IDS:
+            return self._sample_with_table(seeds, stream, sample_hop, num_ids)
         n_id, frontier_local = seeds, torch.arange(seeds.numel())
         sorted_ids, sort_perm = torch.sort(seeds)
         edges, num_nodes, num_edges = [], [int(seeds.numel())], []
@@ -265,6 +336,46 @@ class NeighborSampler:
             edges.append(torch.stack([src_local, dst]))
             num_nodes.append(int(new.numel()))
             num_edges.append(int(src.numel()))
+        return SampledSubgraph(n_id, torch.cat(edges, dim=1), num_nodes, num_edges)
+
+    def _sample_with_table(
+        self, seeds: Tensor, stream: int, sample_hop: HopSampler, num_ids: int
+    ) -> SampledSubgraph:
+        """:meth:`sample` with a position table: ``table[id]`` is the local index of a vertex
+        already in the batch, else −1 (reset after the batch)."""
+        table = self._table
+        if table is None or table.numel() < num_ids:
+            table = self._table = torch.full((num_ids,), -1, dtype=torch.long)
+        pieces, frontier = [seeds], torch.arange(seeds.numel())
+        num_local = seeds.numel()
+        table[seeds] = frontier
+        edges, num_nodes, num_edges = [], [int(seeds.numel())], []
+        try:
+            for fanout in self.num_neighbors:
+                counts, src = sample_hop(pieces[-1], fanout, stream)
+                dst = torch.repeat_interleave(frontier, counts)
+                if use_compiled():
+                    new, src_local = _kernels.relabel(table, src, num_local)
+                else:
+                    unseen = src[table[src] < 0]
+                    if unseen.numel() * 16 >= num_ids:  # a flag per id beats sorting
+                        flags = torch.zeros(num_ids, dtype=torch.bool)
+                        flags[unseen] = True
+                        new = flags.nonzero().view(-1)
+                    else:
+                        new = torch.unique(unseen)
+                    table[new] = torch.arange(num_local, num_local + new.numel())
+                    src_local = table[src]
+                frontier = torch.arange(num_local, num_local + new.numel())
+                num_local += new.numel()
+                edges.append(torch.stack([src_local, dst]))
+                pieces.append(new)
+                num_nodes.append(int(new.numel()))
+                num_edges.append(int(src.numel()))
+            n_id = torch.cat(pieces)
+        finally:
+            for piece in pieces:
+                table[piece] = -1
         return SampledSubgraph(n_id, torch.cat(edges, dim=1), num_nodes, num_edges)
 
     def __repr__(self) -> str:

@@ -12,15 +12,15 @@ of its own. GCN normalises the induced subgraph with its own degrees (PyG's ``gc
 sampling-probability corrections (its aggregator and loss normalisation) are not applied; the
 edge and random-walk samplers differ from the uniform one only in which vertex sets they draw.
 
-========== ========================================================= ============================
-name       draws                                                     needs
-========== ========================================================= ============================
-uniform    ``size`` vertices uniformly without replacement (paper 000) the vertex count only
-edge       endpoints of ``size // 2`` edges, edge ``(u, v)`` drawn with  the graph's edges
-           probability ∝ ``1/deg(u) + 1/deg(v)`` (GraphSAINT-edge)
-random-walk the vertices of ``size // (walk_length + 1)`` random walks    the graph's edges
-           of ``walk_length`` steps from uniform roots (GraphSAINT-RW)
-========== ========================================================= ============================
+=========== ============================================================ =====================
+name        draws                                                        needs
+=========== ============================================================ =====================
+uniform     ``size`` vertices uniformly without replacement (paper 000)  the vertex count only
+edge        endpoints of ``size // 2`` edges, edge ``(u, v)`` drawn with the graph's edges
+            probability ∝ ``1/deg(u) + 1/deg(v)`` (GraphSAINT-edge)
+random-walk the vertices of ``size // (walk_length + 1)`` random walks   the graph's edges
+            of ``walk_length`` steps from uniform roots (GraphSAINT-RW)
+=========== ============================================================ =====================
 
 The edge and random-walk samplers read the whole graph's structure, so they serve single-process
 training and the ``stochastic-hypergraph`` partitioner (which runs offline on the whole graph);

@@ -84,8 +84,9 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     For each ``(layer, direction)`` it logs under ``comm/<layer>/<direction>/``: ``bytes_total``
     (summed over ranks), ``bytes_avg`` and ``bytes_max`` (per rank), ``predicted_bytes_total``
     (from the partition metrics and the exchange mode; ``-1`` with ``loader="subgraph"``, whose
-    batches have plans of their own: use :class:`~lightning_gnn_dist.lightning.batch_monitor.
-    BatchCommunicationMonitor` there), ``messages_avg``/``messages_max`` and
+    batches have plans of their own: use
+    :class:`~lightning_gnn_dist.lightning.batch_monitor.BatchCommunicationMonitor` there),
+    ``messages_avg``/``messages_max`` and
     ``seconds_max`` (time waiting for the exchange). Per epoch it also logs
     ``comm/seconds_avg``/``comm/seconds_max`` and ``comm/compute_seconds_avg`` (training step time
     minus exchange wait) and, from every rank's seconds, the critical path:

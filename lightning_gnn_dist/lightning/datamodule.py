@@ -117,8 +117,9 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             (default: ``False``)
         loader (str): ``"full"`` (one batch per epoch: the rank's part, for the halo-exchange
             modes) or ``"neighbor"`` (owner-compute mini-batches of sampled neighbourhoods in
-            PyG's ``NeighborLoader`` layout, see :class:`~lightning_gnn_dist.data.NeighborLoader`;
-            ``GNNStrategy`` then averages gradients like DDP). (default: ``"full"``)
+            PyG's ``NeighborLoader`` layout, see
+            :class:`~lightning_gnn_dist.loaders.NeighborLoader`; ``GNNStrategy`` then averages
+            gradients like DDP). (default: ``"full"``)
         num_neighbors (list[int], optional): fan-out per hop for ``loader="neighbor"``, ``-1``
             for all in-neighbours. (default: ``None``)
         batch_size (int): seeds per step and rank at most. (default: ``1``)

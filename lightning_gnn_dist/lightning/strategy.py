@@ -83,12 +83,13 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     loss is scaled by the rank's share of the batch's training vertices (``num_train_global``).
 
     Namespace-neutral: ``GNNStrategy(...)`` builds the ``lightning.pytorch`` or the
-    ``pytorch_lightning`` strategy, whichever the calling code imported (README, "Both Lightning
-    namespaces"); ``isinstance(strategy, GNNStrategy)`` holds for both.
+    ``pytorch_lightning`` strategy, whichever the calling code imported (the guide's "Both
+    Lightning namespaces", ``docs/guide/existing_module.md``); ``isinstance(strategy,
+    GNNStrategy)`` holds for both.
 
-    Requires :class:`~lightning_gnn_dist.data.GraphPartitionDataModule` (or any datamodule with a
-    ``local_partition`` and ``global_mask_count(name)``), whose number of parts must equal the
-    world size.
+    Requires :class:`~lightning_gnn_dist.lightning.datamodule.GraphPartitionDataModule` (or any
+    datamodule with a ``local_partition`` and ``global_mask_count(name)``), whose number of parts
+    must equal the world size.
 
     Args:
         exchange (str): exchange mode: ``"p2p"``, ``"broadcast"`` or ``"cached"`` (SANCUS;

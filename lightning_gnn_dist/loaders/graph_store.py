@@ -56,6 +56,7 @@ class LocalGraphStore:
 
     def __init__(self, data: Data) -> None:
         self.data = data
+        self.num_routing_ids = int(data.num_nodes)
         self.in_edges = InEdges.from_edge_index(data.edge_index, data.num_nodes)
         self.counter = CommCounter()
 
@@ -64,7 +65,8 @@ class LocalGraphStore:
 
     def fetch(self, n_id: Tensor, degrees: bool = False) -> FetchedRows:
         y = self.data.y
-        rows = FetchedRows(self.data.x[n_id], None if y is None else y[n_id], n_id)
+        y = None if y is None else y.index_select(0, n_id)
+        rows = FetchedRows(self.data.x.index_select(0, n_id), y, n_id)
         if degrees:
             src, dst = self.data.edge_index
             loop = src == dst
@@ -103,6 +105,7 @@ class PartitionedGraphStore:
             )
         self.partition, self.group = partition, group
         self.rank, self.world_size = partition.part_id, partition.num_parts
+        self.num_routing_ids = int(partition.num_nodes_global)
         self.start, self.end = partition.owned_range
         self.counter = CommCounter()
         self.cache_hit_rows = 0
@@ -190,6 +193,8 @@ class PartitionedGraphStore:
         self, frontier: Tensor, fanout: int, stream: int, replace: bool = False
     ) -> tuple[Tensor, Tensor]:
         """Sampled in-neighbours of ``frontier`` (routing ids, any owner); collective."""
+        if self.world_size == 1:  # every vertex is owned here: no requests to route
+            return self.in_edges.sample(frontier, fanout, stream, replace)
         owner = self.owner(frontier)
         order = torch.argsort(owner, stable=True)
         remote = order[owner[order] != self.rank]
@@ -239,6 +244,17 @@ class PartitionedGraphStore:
         same ``degrees``). ``degrees=True`` adds the global in-degrees and self loops, which
         the owners send with the ids."""
         part = self.partition
+        if self.world_size == 1:
+            rows = n_id - self.start
+            y = None if part.y is None else part.y.index_select(0, rows)
+            fetched = FetchedRows(
+                part.x.index_select(0, rows), y, part.global_ids.index_select(0, rows)
+            )
+            if degrees:
+                own_degree, own_loops = self._owned_degrees()
+                fetched.in_degree = own_degree.index_select(0, rows)
+                fetched.num_self_loops = own_loops.index_select(0, rows)
+            return fetched
         owner = self.owner(n_id)
         cached = _position_in(self._cache_routing, n_id)
         in_cache = (cached >= 0) & (owner != self.rank)

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.data.csr import prepare_batch_adjacency
 from lightning_gnn_dist.data.sampler import NeighborSampler, stream_key
 
 
@@ -118,12 +119,16 @@ class NeighborLoader:
         stream = stream_key(self.seed, epoch, step, self.store.rank)
         replace = self.neighbor_sampler.replace
         graph = self.neighbor_sampler.sample(
-            seeds, stream, lambda f, k, s: self.store.sample_hop(f, k, s, replace)
+            seeds,
+            stream,
+            lambda f, k, s: self.store.sample_hop(f, k, s, replace),
+            num_ids=getattr(self.store, "num_routing_ids", None),
         )
         # Fan-out -1 everywhere: the seeds' computation graph is exact, and layers that
         # normalise by degrees (GCN) get the global ones of every batch vertex with the rows.
         exact = all(fanout == -1 for fanout in self.neighbor_sampler.num_neighbors)
         rows = self.store.fetch(graph.n_id, degrees=exact)
+        prepare_batch_adjacency(graph.edge_index, graph.num_sampled_nodes, graph.num_sampled_edges)
         batch = Data(
             x=rows.x,
             edge_index=graph.edge_index,

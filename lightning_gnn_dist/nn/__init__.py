@@ -8,6 +8,7 @@ Importing the package registers every graph context in
 from lightning_gnn_dist.nn.context import GraphContext, current_graph_context, use_graph_context
 from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistSAGEConv
 from lightning_gnn_dist.nn.distribute import distribute
+from lightning_gnn_dist.nn.fused import use_sparse_aggregation
 from lightning_gnn_dist.nn.layers import LAYER_TABLE, declare_exact_layer
 from lightning_gnn_dist.nn.models import GAT, GCN, GraphSAGE, build_model
 from lightning_gnn_dist.nn.norm import DistBatchNorm
@@ -29,4 +30,5 @@ __all__ = [
     "declare_exact_layer",
     "distribute",
     "use_graph_context",
+    "use_sparse_aggregation",
 ]

@@ -11,11 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import torch
 from torch import Tensor
 
 from lightning_gnn_dist.comm.base import HaloExchange
+from lightning_gnn_dist.data.csr import CSRAdjacency
 from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.nn.spmm import SparseMatrix
 
 _ACTIVE: list[GraphContext] = []
 
@@ -66,6 +67,35 @@ class GraphContext:
             self._cache[key] = (edge_index[:, owned], halo_edges, (weight[owned], weight[~owned]))
         return self._cache[key]
 
+    def gcn_matrices(
+        self,
+        add_self_loops: bool,
+        improved: bool,
+        normalize: bool = True,
+        edge_index: Tensor | None = None,
+        num_rows: int | None = None,
+    ) -> tuple[SparseMatrix, SparseMatrix]:
+        """The globally normalised ``Â`` of :meth:`gcn_graph` as two CSR matrices (cached):
+        ``owned [num_owned × num_owned]`` and ``halo [num_owned × num_halo]``, so the owned
+        product runs while the halo rows are in flight. ``edge_index``/``num_rows`` as in
+        :meth:`gcn_graph`."""
+        key = ("gcn-csr", add_self_loops, improved, normalize)
+        if key not in self._cache:
+            owned_edges, halo_edges, (owned_w, halo_w) = self.gcn_graph(
+                add_self_loops, improved, normalize
+            )
+            num_owned, num_halo = self.num_owned, self.partition.num_halo
+            matrices = []
+            for edges, weight, num_cols in (
+                (owned_edges, owned_w, num_owned),
+                (halo_edges, halo_w, num_halo),
+            ):
+                adj = CSRAdjacency.from_edge_index(edges, num_owned, num_cols)
+                matrices.append(SparseMatrix(adj, adj.entry_values(weight)))
+            self._cache[key] = tuple(matrices)
+            del self._cache[("gcn", add_self_loops, improved, normalize)]  # edges no longer needed
+        return self._cache[key]
+
     def synchronise(self, aggregated: Tensor, layer: str) -> Tensor:
         """Aggregates ``[num_owned, d]`` of a layer that summed over the local edges itself
         (``DistGCNConv``) → the complete aggregates. Identity here: a vertex partition holds
@@ -111,13 +141,3 @@ def use_graph_context(context: GraphContext) -> Iterator[GraphContext]:
 def current_graph_context() -> GraphContext | None:
     """The innermost active :class:`GraphContext`, or ``None`` outside any."""
     return _ACTIVE[-1] if _ACTIVE else None
-
-
-def aggregate(
-    h: Tensor, edge_index: Tensor, weight: Tensor, num_rows: int, out: Tensor | None = None
-) -> Tensor:
-    """``out[i] += Σ_{(j, i) ∈ edges} weight · h[j]``: ``[num_rows, d]`` (vectorised)."""
-    messages = h.index_select(0, edge_index[0]) * weight.unsqueeze(-1)
-    if out is None:
-        out = torch.zeros(num_rows, h.size(1), dtype=h.dtype, device=h.device)
-    return out.index_add(0, edge_index[1], messages)

@@ -10,10 +10,16 @@ rows only.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
+from torch_geometric.utils import is_sparse
 
-from lightning_gnn_dist.nn.context import aggregate, current_graph_context
+from lightning_gnn_dist.data.csr import CSRAdjacency, tensor_cache
+from lightning_gnn_dist.data.graph import gcn_norm_weights
+from lightning_gnn_dist.nn.context import current_graph_context
+from lightning_gnn_dist.nn.fused import sparse_matrix
+from lightning_gnn_dist.nn.spmm import SparseMatrix, spmm
 
 
 class _Distributed:
@@ -47,41 +53,129 @@ class DistGCNConv(_Distributed, GCNConv):
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None) -> Tensor:
         ctx = current_graph_context()
         if ctx is None:
-            return super().forward(x, edge_index, edge_weight)
+            return self._local_forward(x, edge_index, edge_weight)
         if edge_weight is not None:
             raise NotImplementedError(
                 f"GCNConv ({self._name()}): edge_weight is not supported in distributed mode (the "
                 "global normalisation comes from the partition's degrees); call it without one"
             )
-        owned_edges, halo_edges, (owned_w, halo_w) = ctx.gcn_graph(
+        owned, halo_matrix = ctx.gcn_matrices(
             self.add_self_loops, self.improved, self.normalize, edge_index, x.size(0)
         )
         transform_first = self.out_channels <= self.in_channels
         h = self.lin(x) if transform_first else x
         pending = ctx.exchange.start(h, self._name())
-        out = aggregate(h, owned_edges, owned_w, h.size(0))
+        out = spmm(owned, h)
         halo = pending.wait()
-        out = aggregate(halo, halo_edges, halo_w, h.size(0), out=out)
-        out = ctx.synchronise(out, self._name())
-        if not transform_first:
+        # Always through the halo product, even with no halo rows: its backward is what
+        # returns this rank's gradient rows to their owners. spmm's result is ours: add in place.
+        out = out.add_(spmm(halo_matrix, halo))
+        return self._finish(ctx.synchronise(out, self._name()), transform_first)
+
+    def _finish(self, out: Tensor, transformed: bool) -> Tensor:
+        if not transformed:
             out = self.lin(out)
-        if self.bias is not None:
-            out = out + self.bias
-        return out
+        # ``out`` is this layer's own tensor (a product's result): add the bias in place.
+        return out if self.bias is None else out.add_(self.bias)
+
+    def _local_forward(self, x: Tensor, edge_index, edge_weight: Tensor | None) -> Tensor:
+        """No graph context: PyG's ``GCNConv`` on ``edge_index``, with ``gcn_norm`` and its CSR
+        matrix computed once per ``edge_index`` tensor (PyG recomputes them every call unless
+        ``cached=True``) and the narrower of ``X·W`` and ``X`` multiplied by ``Â``."""
+        if (
+            edge_weight is not None
+            or not isinstance(x, Tensor)
+            or not isinstance(edge_index, Tensor)
+            or is_sparse(edge_index)
+            or (self.cached and self._cached_edge_index is not None)
+        ):
+            return super().forward(x, edge_index, edge_weight)
+        matrix = _gcn_matrix(edge_index, x.size(0), self.add_self_loops, self.normalize)
+        transform_first = self.out_channels <= self.in_channels
+        out = spmm(matrix, self.lin(x) if transform_first else x)
+        return self._finish(out, transform_first)
+
+
+def _gcn_matrix(edge_index: Tensor, num_nodes: int, add_self_loops: bool, normalize: bool):
+    """PyG 2.8 ``gcn_norm`` of an unweighted ``edge_index`` as a CSR :class:`SparseMatrix`,
+    cached on the tensor (see :func:`~lightning_gnn_dist.data.csr.adjacency_of`)."""
+    cache = tensor_cache(edge_index)
+    key = ("gcn", num_nodes, add_self_loops, normalize)
+    if key not in cache:
+        src, dst = edge_index
+        loop = src == dst
+        in_degree = torch.bincount(dst[~loop], minlength=num_nodes)
+        num_loops = torch.bincount(dst[loop], minlength=num_nodes)
+        vertices = torch.arange(num_nodes, device=edge_index.device)
+        edges, weight = gcn_norm_weights(
+            edge_index, in_degree, num_loops, vertices, add_self_loops, normalize
+        )
+        normalised = CSRAdjacency.from_edge_index(edges, num_nodes, num_nodes)
+        cache[key] = SparseMatrix(normalised, normalised.entry_values(weight.to(edges.device)))
+    return cache[key]
 
 
 class DistSAGEConv(_Distributed, SAGEConv):
     """:class:`torch_geometric.nn.SAGEConv` on the local graph; neighbours' rows come from the
     halo exchange (mean/max/sum over in-neighbours is exact: a rank holds every in-edge of its
-    vertices)."""
+    vertices).
+
+    With ``mean``/``sum`` aggregation, no ``project`` and ``out_channels < in_channels``, a layer
+    whose input needs a gradient multiplies by ``lin_l``'s weight *before* aggregating (as DGL
+    does): the product, the halo rows exchanged and the backward product are ``out_channels``
+    wide instead of ``in_channels`` (``lin_l(mean(x)) = mean(x·Wᵀ) + b``, empty neighbourhoods
+    included). A first layer (input without gradient) aggregates first: it then needs no
+    backward product and no backward exchange at all.
+    """
+
+    def _transforms_first(self, x: Tensor) -> bool:
+        return (
+            x.requires_grad
+            and self.aggr in ("mean", "sum", "add")
+            and not self.project
+            and isinstance(self.in_channels, int)
+            and self.out_channels < self.in_channels
+        )
 
     def forward(self, x: Tensor, edge_index, size=None) -> Tensor:
         ctx = current_graph_context()
+        x_src = x[0] if isinstance(x, (tuple, list)) else x
+        if (
+            isinstance(x_src, Tensor)
+            and isinstance(edge_index, Tensor)
+            and not is_sparse(edge_index)
+            and self._transforms_first(x_src)
+        ):
+            return self._transform_first(ctx, x, edge_index, size)
         if ctx is None or not isinstance(x, Tensor):
             return super().forward(x, edge_index, size)
         halo = ctx.exchange(x, self._name())
         x_all = torch.cat([x, halo])
         return super().forward((x_all, x), edge_index, (x_all.size(0), x.size(0)))
+
+    def _transform_first(self, ctx, x, edge_index: Tensor, size) -> Tensor:
+        x_src, x_dst = x if isinstance(x, (tuple, list)) else (x, x)
+        h = F.linear(x_src, self.lin_l.weight)
+        if ctx is not None:
+            if x_dst is not x_src:
+                raise NotImplementedError(
+                    f"SAGEConv ({self._name()}): distributed mode takes one feature tensor"
+                )
+            h = torch.cat([h, ctx.exchange(h, self._name())])
+        num_src = h.size(0) if size is None or size[0] is None else size[0]
+        num_dst = x_dst.size(0) if size is None or size[1] is None else size[1]
+        matrix = sparse_matrix(edge_index, num_dst, num_src, None, self.aggr)
+        out = spmm(matrix, h)
+        if ctx is not None:
+            replaced = ctx.after_aggregate(
+                self, {"index": matrix.adj.row, "dim_size": num_dst}, out
+            )
+            out = out if replaced is None else replaced
+        if self.lin_l.bias is not None:
+            out = out + self.lin_l.bias
+        if self.root_weight and x_dst is not None:
+            out = out + self.lin_r(x_dst)
+        return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
 
 
 class DistGATConv(_Distributed, GATConv):

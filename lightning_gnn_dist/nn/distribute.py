@@ -18,6 +18,9 @@ message-passing layer receives ``[owned | halo]`` rows:
   graph-level norms (``GraphNorm``, ``PairNorm``, ``LayerNorm(mode="graph")``, ...) are refused
   with a ``ValueError`` (see :mod:`lightning_gnn_dist.nn.norm`).
 
+Supported layers aggregate with a CSR sparse-matrix product instead of PyG's gather/scatter
+(:func:`~lightning_gnn_dist.nn.fused.use_sparse_aggregation`).
+
 Every message-passing layer also gets a post-aggregation hook through which the graph context
 may replace the aggregates (a vertex cut synchronises split vertices there; a vertex partition
 leaves them as they are).
@@ -36,6 +39,7 @@ from torch_geometric.nn.conv import MessagePassing
 
 from lightning_gnn_dist.nn.context import current_graph_context
 from lightning_gnn_dist.nn.conv import DISTRIBUTED_LAYERS, _Distributed
+from lightning_gnn_dist.nn.fused import use_sparse_aggregation
 from lightning_gnn_dist.nn.layers import check_layers
 from lightning_gnn_dist.nn.norm import check_norm_is_exact, make_norm_distributed
 
@@ -91,7 +95,7 @@ def distribute(model: nn.Module, kinds: Iterable[str] = ("vertex",)) -> nn.Modul
                     module.register_forward_hook(_keep_owned_rows),
                 ),
             )
-    return model
+    return use_sparse_aggregation(model)
 
 
 def _after_message(module: nn.Module, inputs: tuple, output):

@@ -20,8 +20,10 @@ import torch.distributed as dist
 from torch import Tensor
 
 from lightning_gnn_dist.comm.counters import CommCounter
+from lightning_gnn_dist.data.csr import CSRAdjacency
 from lightning_gnn_dist.data.graph import gcn_norm_weights
 from lightning_gnn_dist.nn.context import GraphContext
+from lightning_gnn_dist.nn.spmm import SparseMatrix
 
 
 @dataclass
@@ -154,3 +156,28 @@ class SampledBatchContext(GraphContext):
             empty = edges[:, :0]
             self._cache[key] = (edges, empty, (weight, weight[:0]), edge_index)
         return self._cache[key][:3]
+
+    def gcn_matrices(
+        self,
+        add_self_loops: bool,
+        improved: bool,
+        normalize: bool = True,
+        edge_index: Tensor | None = None,
+        num_rows: int | None = None,
+    ) -> tuple[SparseMatrix, SparseMatrix]:
+        """:meth:`gcn_graph` as CSR matrices: the batch's ``[num_rows × num_rows]`` and an
+        empty halo matrix (no halo row exists)."""
+        if edge_index is None or edge_index is self.partition.edge_index:
+            edge_index, num_rows = self.partition.edge_index, self.partition.num_nodes
+        key = ("gcn-csr", add_self_loops, improved, normalize, id(edge_index), num_rows)
+        if key not in self._cache:
+            edges, _, (weight, _) = self.gcn_graph(
+                add_self_loops, improved, normalize, edge_index, num_rows
+            )
+            adj = CSRAdjacency.from_edge_index(edges, num_rows, num_rows)
+            none = CSRAdjacency.from_edge_index(edges[:, :0], num_rows, 0)
+            self._cache[key] = (
+                SparseMatrix(adj, adj.entry_values(weight)),
+                SparseMatrix(none, none.entry_values(weight[:0])),
+            )
+        return self._cache[key]

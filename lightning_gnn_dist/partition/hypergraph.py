@@ -74,7 +74,7 @@ class HypergraphPartitioner(Partitioner):
         vertex_weight (str): what every part balances, and the refinement with it: ``"work"``
             (row non-zeros and per-row dense work of a GCN of ``widths``, see
             :mod:`~lightning_gnn_dist.partition.weights`), ``"nnz"`` (row non-zeros, paper 000)
-            or ``"rows"``. (default: ``"work"``, chosen by ``benchmarks/full_batch.py``)
+            or ``"rows"``. (default: ``"work"``, chosen by ``python -m benchmarks.full_batch``)
         widths (Sequence[int], optional): GCN widths ``[d_0, ..., d_L]`` of ``"work"``; ``None``
             reads ``(num_features, 16, num_classes)`` from the graph. (default: ``None``)
 

@@ -65,7 +65,7 @@ class MetisPartitioner(Partitioner):
         balance_masks (bool): also balance ``data.train_mask``, ``data.val_mask`` and
             ``data.test_mask`` counts (``ncon = 4``). (default: ``False``)
         vertex_weight (str): ``"work"``, ``"nnz"`` (paper 000), ``"rows"`` or ``"nnz+rows"``.
-            (default: ``"work"``, chosen by ``benchmarks/full_batch.py``)
+            (default: ``"work"``, chosen by ``python -m benchmarks.full_batch``)
         widths (Sequence[int], optional): GCN widths of ``"work"``; ``None`` reads
             ``(num_features, 16, num_classes)`` from the graph. (default: ``None``)
     """

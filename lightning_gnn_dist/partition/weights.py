@@ -30,7 +30,7 @@ from lightning_gnn_dist.partition.work import ComputeCosts, gcn_layers
 #: The weights a partitioner can balance; ``"nnz+rows"`` is two constraints (METIS only).
 VERTEX_WEIGHTS: tuple[str, ...] = ("nnz", "rows", "work", "nnz+rows")
 #: The weight ``hypergraph`` and ``metis`` balance by default: ``"work"``. In four runs of
-#: ``benchmarks/full_batch.py`` (c) (R-MAT, 4 ranks) the busiest rank's step CPU time was
+#: ``python -m benchmarks.full_batch`` (c) (R-MAT, 4 ranks) the busiest rank's step CPU time was
 #: 0.92-1.01× random's busiest rank for hypergraph and 0.93-1.02× for METIS (``"nnz"``:
 #: 1.23-1.33× and 1.05-1.22×, their busiest parts owning 2.4× and 1.6× the mean rows; METIS
 #: ``"nnz+rows"``: 0.95-1.02×), and max/mean CPU time 1.02-1.12 and 1.06-1.10 (``"nnz"``:
@@ -50,7 +50,7 @@ def reference_costs() -> ComputeCosts:
     """The :class:`~lightning_gnn_dist.partition.work.ComputeCosts` behind the ``"work"`` weight.
 
     Fitted to the training step itself: a least-squares fit of the CPU seconds of each rank's
-    training step in ``benchmarks/full_batch.py`` section (c) (R-MAT, 131,072 vertices, GCN
+    training step in ``python -m benchmarks.full_batch`` section (c) (R-MAT, 131,072 vertices, GCN
     64 → 16 → 8, six partitions × four ranks × two runs on the 2-core development machine) as
     ``a · nnz_p + b · rows_p + c`` gives ``a = 2.9e-7`` s per non-zero and ``b = 1.12e-6`` s per
     row (residual 4.5 ms of 112 ms on average): a row costs as much as 3.9 non-zeros. ``a`` is

@@ -20,7 +20,7 @@ class ComputeCosts:
         elementwise_seconds: per row per output column (bias, ReLU, dropout, loss).
         step_seconds: fixed seconds per epoch and rank, whatever the graph's size (the training
             loop's own work, the optimiser step); :func:`calibrate` leaves it 0, measure it with
-            a fit on a tiny graph (``benchmarks/cost_model.py`` does).
+            a fit on a tiny graph (``python -m benchmarks.cost_model`` does).
     """
 
     aggregate_seconds: float

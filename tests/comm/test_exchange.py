@@ -1,9 +1,13 @@
+import gc
+
 import numpy as np
 import pytest
 import torch
 
 from lightning_gnn_dist.comm import make_exchange
+from lightning_gnn_dist.comm.base import PendingHalo
 from lightning_gnn_dist.data.local import build_local_partitions
+from lightning_gnn_dist.nn import GraphContext, build_model, use_graph_context
 from lightning_gnn_dist.partition.metrics import partition_metrics
 from tests.distributed import run_ranks
 from tests.helpers import random_graph
@@ -82,3 +86,20 @@ def test_exchange_values_gradients_and_bytes(mode, world_size):
         for direction in (0, 1):
             total = sum(r["traffic"][direction]["rows_sent"] for r in results)
             assert total == (world_size - 1) * data.num_nodes
+
+
+def test_a_finished_exchange_leaves_no_reference_cycle():
+    """Freed by reference counting as soon as the step's tensors go: a cycle pending → token →
+    autograd node → pending kept every layer's graph until the cycle collector ran (RSS grew by
+    heap fragmentation, ~100 MiB per epoch on a 1 M-edge graph)."""
+    data = random_graph(40, 160, seed=2, features=5)
+    part = next(build_local_partitions(data, np.zeros(40, dtype=np.int64), 1))
+    context = GraphContext(part, make_exchange("p2p", part))
+    model = build_model("gcn", 5, 8, 3)
+    gc.disable()
+    try:
+        with use_graph_context(context):
+            model(part.x, part.edge_index).sum().backward()
+        assert not [o for o in gc.get_objects() if isinstance(o, PendingHalo)]
+    finally:
+        gc.enable()

@@ -67,11 +67,14 @@ def reference_run(kind, state_dict):
 
 
 def exchange_widths(kind):
-    """(forward, backward) widths per layer: GCN exchanges min(in, out) columns; SAGE/GAT the
-    layer input; the first layer's input needs no gradient unless it was transformed first."""
+    """(forward, backward) widths per layer: GCN exchanges min(in, out) columns; GAT the layer
+    input; SAGE the input of a first layer (which needs no gradient) and min(in, out) after; the
+    first layer's input needs no gradient unless it was transformed first."""
     if kind == "gcn":
         return [(HIDDEN, HIDDEN), (4, 4)]
-    return [(24, 0), (HIDDEN * (HEADS if kind == "gat" else 1),) * 2]
+    if kind == "sage":
+        return [(24, 0), (4, 4)]
+    return [(24, 0), (HIDDEN * HEADS,) * 2]
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ Presets (``preset=``):
   power-law graphs), ``configs/mtkahypar_tuned.ini``, Mt-KaHyPar's default preset with six
   settings changed (the file says which and why): on the 1 M-edge R-MAT graph at P = 64 it
   partitions 2.5x faster than ``"default"`` at the same connectivity−1
-  (``benchmarks/partition_speed.py``). Other hypergraphs (meshes, where those settings cost
+  (``python -m benchmarks.partition_speed``). Other hypergraphs (meshes, where those settings cost
   2–4 %) get ``"default"``. The file's SHA-256 enters :func:`settings`, so editing it
   invalidates stored partitions.
 * ``"fast"``: the same rule with ``configs/mtkahypar_fast.ini``: about 1 % more volume than

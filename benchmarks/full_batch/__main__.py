@@ -1,0 +1,3 @@
+from benchmarks.full_batch import BENCHMARK
+
+raise SystemExit(BENCHMARK.main())

@@ -1,0 +1,3 @@
+from benchmarks.partition_quality import BENCHMARK
+
+raise SystemExit(BENCHMARK.main())

@@ -1,0 +1,376 @@
+"""Worker side of :mod:`benchmarks.peer_dgl`: one variant in this interpreter, timings as JSON.
+
+Runs in this project's venv (``ours``, ``ours+prefetch``, ``pyg``) or in DGL's own venv
+(``dgl``), which cannot import this package: everything is imported inside the functions.
+
+    python benchmarks/peer_dgl/worker.py --worker SYSTEM:TASK --data G.npz --parts DIR --out R.json
+"""
+
+# ruff: noqa: E402  (the environment must be set before torch is imported)
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmRSS"))
+    return int(line.split()[1]) * 1024
+
+
+def _timed(fn, clock):
+    start = clock()
+    value = fn()
+    return value, clock() - start
+
+
+class Phases:
+    """CPU and wall seconds per named phase, summed over an epoch."""
+
+    def __init__(self):
+        self.cpu, self.wall = {}, {}
+
+    def __call__(self, name, fn):
+        c, w = time.process_time(), time.perf_counter()
+        value = fn()
+        self.cpu[name] = self.cpu.get(name, 0.0) + time.process_time() - c
+        self.wall[name] = self.wall.get(name, 0.0) + time.perf_counter() - w
+        return value
+
+
+def train(args, data, model, batches, epochs):
+    """Run ``epochs`` epochs of ``batches(phases)`` (yields ``(x, graph, y, ...)`` closures) and
+    return per-epoch CPU/wall seconds and phases."""
+    import torch
+    import torch.nn.functional as F
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    records = []
+    for _ in range(epochs):
+        phases = Phases()
+        c, w = time.process_time(), time.perf_counter()
+        model.train()
+        for forward, target in batches(phases):
+            out = phases("forward", forward)
+
+            def backward(out=out, target=target):
+                loss = F.cross_entropy(out, target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+            phases("backward", backward)
+        records.append(
+            {
+                "cpu": time.process_time() - c,
+                "wall": time.perf_counter() - w,
+                "phases_cpu": phases.cpu,
+                "phases_wall": phases.wall,
+            }
+        )
+    return records
+
+
+def worker(args) -> dict:
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(1)
+    system, task = args.worker.split(":")
+    if system == "dgl":
+        import dgl  # noqa: F401
+    else:
+        sys.path.insert(0, str(REPO))
+        import torch_geometric  # noqa: F401
+
+        import lightning_gnn_dist  # noqa: F401
+    torch.manual_seed(0)
+    after_imports = rss_bytes()
+    data = None
+    if system != "ours":  # a rank of this project loads its part only
+        arrays = np.load(args.data)
+        data = {k: torch.from_numpy(arrays[k]) for k in arrays.files}
+    runner = {"dgl": run_dgl, "ours": run_ours, "ours+prefetch": run_ours, "pyg": run_pyg}[system]
+    args.prefetch = system == "ours+prefetch"
+    records, accuracy = runner(args, task, data)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {
+        "records": records,
+        "accuracy": accuracy,
+        "data_memory_bytes": peak - after_imports,
+        "torch": torch.__version__,
+    }
+
+
+def accuracy_of(logits, y):
+    return float((logits.argmax(-1) == y).float().mean())
+
+
+def run_dgl(args, task, data):
+    import dgl
+    import torch
+    from dgl.nn import GraphConv, SAGEConv
+
+    src, dst = data["edge_index"]
+    num_nodes = data["x"].size(0)
+    graph = dgl.graph((src, dst), num_nodes=num_nodes)
+    x, y = data["x"], data["y"]
+    train_mask, test_mask = data["train_mask"], data["test_mask"]
+    model_name, mode = task.split("-")
+    if mode == "full":
+        graph = dgl.add_self_loop(dgl.remove_self_loop(graph)) if model_name == "gcn" else graph
+        conv = (
+            (lambda i, o: GraphConv(i, o))
+            if model_name == "gcn"
+            else (lambda i, o: SAGEConv(i, o, "mean"))
+        )
+        model = _DGLStack(conv, [x.size(1), args.hidden, 16], args.dropout)
+
+        def batches(phases):
+            yield (lambda: model(graph, x)[train_mask]), y[train_mask]
+
+        records = train(args, data, model, batches, args.epochs)
+        model.eval()
+        with torch.no_grad():
+            return records, accuracy_of(model(graph, x)[test_mask], y[test_mask])
+    sampler = dgl.dataloading.NeighborSampler(list(reversed(args.fanout)))
+    seeds = train_mask.nonzero().view(-1)
+    loader = dgl.dataloading.DataLoader(
+        graph, seeds, sampler, batch_size=args.batch_size, shuffle=True
+    )
+    model = _DGLStack(
+        lambda i, o: SAGEConv(i, o, "mean"), [x.size(1), args.mini_hidden, 16], args.dropout
+    )
+
+    def batches(phases):
+        iterator = iter(loader)
+        while True:
+            try:
+                input_nodes, output_nodes, blocks = phases("sample", lambda: next(iterator))
+            except StopIteration:
+                return
+            h = phases("gather", lambda nodes=input_nodes: x[nodes])
+            yield (lambda h=h, blocks=blocks: model(blocks, h)), y[output_nodes]
+
+    records = train(args, data, model, batches, args.mini_epochs)
+    model.eval()
+    with torch.no_grad():  # full-neighbourhood inference, layer by layer on the whole graph
+        graph = dgl.add_self_loop(graph) if False else graph
+        return records, accuracy_of(model(graph, x)[test_mask], y[test_mask])
+
+
+class _DGLStack:  # built lazily so the class body needs no torch import
+    def __new__(cls, conv, dims, dropout):
+        import torch
+        import torch.nn.functional as F
+
+        class Stack(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.convs = torch.nn.ModuleList(
+                    conv(dims[i], dims[i + 1]) for i in range(len(dims) - 1)
+                )
+
+            def forward(self, graphs, h):
+                for i, layer in enumerate(self.convs):
+                    graph = graphs[i] if isinstance(graphs, list) else graphs
+                    h = layer(graph, h)
+                    if i < len(self.convs) - 1:
+                        h = F.dropout(F.relu(h), dropout, self.training)
+                return h
+
+        return Stack()
+
+
+def _ours_model(args, task, in_channels):
+    from lightning_gnn_dist.nn import build_model
+
+    model_name, mode = task.split("-")
+    hidden = args.hidden if mode == "full" else args.mini_hidden
+    return build_model(model_name, in_channels, hidden, 16, dropout=args.dropout)
+
+
+def run_ours(args, task, data):
+    import torch
+    import torch.distributed as dist
+
+    from lightning_gnn_dist.comm import make_exchange
+    from lightning_gnn_dist.data.local import LocalPartition
+    from lightning_gnn_dist.nn import GraphContext, use_graph_context
+
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1:
+        dist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=world_size)
+    rank = dist.get_rank() if world_size > 1 else 0
+    part = LocalPartition.load(Path(args.parts) / f"{world_size}" / f"part{rank}.pt")
+    del data  # a rank holds its part only
+    model = _ours_model(args, task, part.x.size(1))
+    if task.endswith("full"):
+        context = GraphContext(part, make_exchange("p2p", part))
+        mask = part.train_mask
+
+        def batches(phases):
+            def forward():
+                with use_graph_context(context):
+                    return model(part.x, part.edge_index)[mask]
+
+            yield forward, part.y[mask]
+
+        records = train(args, None, _Synced(model, world_size), batches, args.epochs)
+        for record in records:
+            record["phases_cpu"]["exchange_wait"] = context.exchange.counter.total("seconds") / len(
+                records
+            )
+        model.eval()
+        with torch.no_grad(), use_graph_context(context):
+            out = model(part.x, part.edge_index)
+        return records, _global_accuracy(out, part, world_size)
+    from lightning_gnn_dist.loaders import NeighborLoader
+    from lightning_gnn_dist.loaders.graph_store import PartitionedGraphStore
+
+    # A prefetching loader samples in a thread: on 2 ranks it needs its own process group.
+    group = dist.new_group(backend="gloo") if args.prefetch and world_size > 1 else None
+    store = PartitionedGraphStore(part, group=group)
+    count = torch.tensor([int(part.train_mask.sum())])
+    if world_size > 1:  # every rank runs the same number of steps
+        dist.all_reduce(count, op=dist.ReduceOp.MAX)
+    steps = args.steps or -(-int(count) // args.batch_size)
+    loader = NeighborLoader(
+        store,
+        args.fanout,
+        part.train_mask,
+        batch_size=args.batch_size,
+        shuffle=True,
+        num_steps=steps,
+        prefetch=args.prefetch,
+    )
+
+    def batches(phases):
+        if args.prefetch:  # the wait for the next batch is what sampling still costs the step
+            iterator = iter(loader)
+            for _ in range(len(loader)):
+                batch = phases("sample+gather", lambda: next(iterator))
+                b = batch.batch_size
+                yield (
+                    (
+                        lambda batch=batch, b=b: model(
+                            batch.x, batch.edge_index, **_trim_args(batch)
+                        )[:b]
+                    ),
+                    batch.y[:b],
+                )
+            return
+        for step, positions in enumerate(loader.batches()):
+            batch = phases(
+                "sample+gather",
+                lambda positions=positions, step=step: loader.make_batch(positions, step),
+            )
+            b = batch.batch_size
+            yield (
+                (
+                    lambda batch=batch, b=b: model(batch.x, batch.edge_index, **_trim_args(batch))[
+                        :b
+                    ]
+                ),
+                batch.y[:b],
+            )
+        loader.epoch += 1
+
+    records = train(args, None, _Synced(model, world_size), batches, args.mini_epochs)
+    model.eval()
+    context = GraphContext(part, make_exchange("p2p", part))
+    with torch.no_grad(), use_graph_context(context):
+        out = model(part.x, part.edge_index)
+    return records, _global_accuracy(out, part, world_size)
+
+
+def _trim_args(batch):
+    return {
+        "num_sampled_nodes": batch.num_sampled_nodes,
+        "num_sampled_edges": batch.num_sampled_edges,
+    }
+
+
+def _Synced(model, world_size):
+    """The model with gradients summed over ranks after every backward (full-batch exactness:
+    the loss is each rank's mean, so the sum over ranks is a mean of means; fine for timing)."""
+    import torch.distributed as dist
+
+    if world_size > 1:
+        for p in model.parameters():
+            p.register_hook(lambda g: (dist.all_reduce(g), g / world_size)[1])
+    return model
+
+
+def _global_accuracy(out, part, world_size):
+    import torch
+    import torch.distributed as dist
+
+    mask = part.test_mask
+    counts = torch.tensor([float((out[mask].argmax(-1) == part.y[mask]).sum()), float(mask.sum())])
+    if world_size > 1:
+        dist.all_reduce(counts)
+    return float(counts[0] / counts[1])
+
+
+def run_pyg(args, task, data):
+    import torch
+    from torch_geometric.nn import GCNConv, SAGEConv
+
+    conv = GCNConv if task.startswith("gcn") else SAGEConv
+    x, y, edge_index = data["x"], data["y"], data["edge_index"]
+    train_mask, test_mask = data["train_mask"], data["test_mask"]
+
+    class Stack(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList([conv(x.size(1), args.hidden), conv(args.hidden, 16)])
+
+        def forward(self, x, edge_index):
+            h = torch.nn.functional.dropout(
+                self.convs[0](x, edge_index).relu(), args.dropout, self.training
+            )
+            return self.convs[1](h, edge_index)
+
+    model = Stack()
+
+    def batches(phases):
+        yield (lambda: model(x, edge_index)[train_mask]), y[train_mask]
+
+    records = train(args, data, model, batches, args.epochs)
+    model.eval()
+    with torch.no_grad():
+        return records, accuracy_of(model(x, edge_index)[test_mask], y[test_mask])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    for name in ("--worker", "--data", "--parts", "--out"):
+        parser.add_argument(name, required=True)
+    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--mini-epochs", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--mini-hidden", type=int, default=256)
+    parser.add_argument("--dropout", type=float, default=0.5)
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--fanout", type=int, nargs="+", default=[25, 10])
+    args = parser.parse_args()
+    args.prefetch = False
+    Path(args.out).write_text(json.dumps(worker(args)))
+
+
+if __name__ == "__main__":
+    main()
