@@ -133,6 +133,12 @@ class CSRAdjacency:
         return f"CSRAdjacency({self.num_rows}x{self.num_cols}, entries={self.num_entries})"
 
 
+def tensor_version(tensor: Tensor) -> int | None:
+    """``tensor``'s in-place version counter, or ``None`` for an inference tensor (Lightning's
+    test and predict loops), which keeps none and cannot be edited outside inference mode."""
+    return None if tensor.is_inference() else tensor._version
+
+
 def tensor_cache(tensor: Tensor) -> dict:
     """A dict stored on the tensor object itself, emptied when the tensor is modified in place.
 
@@ -140,7 +146,7 @@ def tensor_cache(tensor: Tensor) -> dict:
     normalisation) live as long as the tensor, which every layer of every step reuses, and no
     longer.
     """
-    key = (tensor.data_ptr(), tuple(tensor.shape), tensor._version)
+    key = (tensor.data_ptr(), tuple(tensor.shape), tensor_version(tensor))
     cached = getattr(tensor, "_lgd_cache", None)
     if cached is None or cached[0] != key:
         cached = (key, {})

@@ -29,7 +29,7 @@ from torch_geometric.nn import GCNConv, GINConv, GraphConv, SAGEConv
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.utils import is_sparse
 
-from lightning_gnn_dist.data.csr import CSRAdjacency, adjacency_of
+from lightning_gnn_dist.data.csr import CSRAdjacency, adjacency_of, tensor_version
 from lightning_gnn_dist.nn.context import current_graph_context
 from lightning_gnn_dist.nn.spmm import SparseMatrix, csr_tensor, spmm
 
@@ -156,7 +156,7 @@ def sparse_matrix(
     if edge_weight is None:
         key: tuple = (reduce, None)
     else:
-        key = (reduce, edge_weight.data_ptr(), edge_weight._version, edge_weight.numel())
+        key = (reduce, edge_weight.data_ptr(), tensor_version(edge_weight), edge_weight.numel())
         stale = [k for k in cache if k[1] is not None and k != key]
         for k in stale:
             del cache[k]

@@ -80,3 +80,12 @@ def test_grouping_is_stable_and_skipped_for_grouped_edges():
     grouped = CSRAdjacency.from_edge_index(edges[:, order], 7, 7)
     assert torch.equal(grouped.perm.long(), torch.arange(10))
     assert torch.equal(grouped.col, adj.col) and torch.equal(grouped.crow, adj.crow)
+
+
+def test_cache_and_products_work_on_inference_tensors():
+    # Lightning's test/predict loops build batches under torch.inference_mode: no version counter.
+    with torch.inference_mode():
+        edges = multigraph_edges()
+        first = adjacency_of(edges, 7, 7)
+        assert adjacency_of(edges, 7, 7) is first
+        assert first.num_entries == edges.size(1)

@@ -118,3 +118,20 @@ def test_dist_gcn_outside_a_context_equals_pyg(options):
         torch.testing.assert_close(
             wider(data.x, data.edge_index), wide(data.x, data.edge_index), rtol=1e-5, atol=1e-5
         )
+
+
+@pytest.mark.parametrize("name", ["gcn", "sage-mean", "graphconv"])
+def test_fused_layers_run_under_inference_mode(name):
+    # Lightning's test/predict loops: inference tensors keep no version counter to key caches on.
+    torch.manual_seed(0)
+    plain = FUSED[name]()
+    fused = use_sparse_aggregation(copy.deepcopy(plain))
+    data = multigraph()
+    weight = torch.rand(data.edge_index.size(1)) if name == "graphconv" else None
+    with torch.inference_mode():
+        edges, x = data.edge_index.clone(), data.x.clone()
+        args = () if weight is None else (weight.clone(),)
+        for _ in range(2):  # the second call hits the caches keyed on inference tensors
+            torch.testing.assert_close(
+                fused(x, edges, *args), plain(x, edges, *args), rtol=1e-5, atol=1e-5
+            )
