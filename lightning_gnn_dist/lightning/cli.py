@@ -148,6 +148,7 @@ def run_lightning_cli(argv: Sequence[str] | None = None):
         CLIError: the model ``class_path`` cannot be imported or is not a LightningModule.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    check_option_order(args)
     namespace = model_namespace(args)
     lightning = NAMESPACES[namespace]
     cli = importlib.import_module(f"{namespace}.cli")
@@ -173,6 +174,53 @@ def run_lightning_cli(argv: Sequence[str] | None = None):
             raise CLIError(
                 f"{one_line(err)} (see `{PROG} {args[0] if args else ''} --help`)"
             ) from None
+
+
+def check_option_order(args: Sequence[str]) -> None:
+    """Refuse an option that a later ``--config`` file sets again.
+
+    jsonargparse applies the command line from left to right, so in ``fit --trainer.devices 4
+    --config run.yaml`` a ``devices:`` of ``run.yaml`` silently replaces the 4. Such a command
+    line ends here with one line naming the option and the file (put the option after
+    ``--config``); options the file does not set may come anywhere.
+
+    Raises:
+        CLIError: an option before a ``--config`` whose file sets the same key.
+    """
+    given: list[tuple[str, str]] = []  # (dotted key, the option as written)
+    i = 0
+    while i < len(args):
+        option, has_value, value = args[i].partition("=")
+        if option in ("--config", "-c"):
+            if not has_value:
+                value = args[i + 1] if i + 1 < len(args) else ""
+                i += 1
+            keys = _config_keys(_load_yaml(value))
+            for key, written in given:
+                clash = sorted(k for k in keys if k == key or k.startswith(key + "."))
+                if clash:
+                    raise CLIError(
+                        f"{written} comes before --config {value}, which sets {clash[0]} and "
+                        f"would replace it (the command line is read from left to right); put "
+                        f"{written} after --config"
+                    )
+        elif option.startswith("--") and len(option) > 2:
+            given.append((option[2:].replace(".init_args.", "."), option))
+        i += 1
+
+
+def _config_keys(config: Any, prefix: str = "") -> set[str]:
+    """The dotted keys a config sets (``{"trainer": {"devices": 2}}`` → ``trainer.devices``),
+    also without ``init_args`` (``--model.lr`` sets ``model.init_args.lr``)."""
+    if not isinstance(config, dict):
+        return {prefix} if prefix else set()
+    keys: set[str] = set()
+    for name, value in config.items():
+        key = f"{prefix}.{name}" if prefix else str(name)
+        keys |= _config_keys(value, key)
+        if name == "init_args":
+            keys |= _config_keys(value, prefix)
+    return keys
 
 
 def model_namespace(args: Sequence[str]) -> str:
