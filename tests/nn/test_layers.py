@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from pathlib import Path
 
 import pytest
 import torch_geometric.nn as pyg_nn
@@ -16,10 +17,13 @@ from lightning_gnn_dist.nn import distribute
 from lightning_gnn_dist.nn.layers import (
     KINDS,
     LAYER_TABLE,
+    LAYER_TABLE_BEGIN,
+    LAYER_TABLE_END,
     REFUSED_LAYERS,
     check_layers,
     declare_exact_layer,
     layer_table_markdown,
+    layer_tables_markdown,
     refusal,
 )
 from tests.nn import test_differential as matrix
@@ -147,3 +151,15 @@ def test_the_markdown_table_lists_every_layer_and_kind():
     table = layer_table_markdown()
     assert all(f"`{cls.__name__}`" in table for cls in LAYER_TABLE)
     assert all(description in table.splitlines()[0] for description in KINDS.values())
+
+
+def test_the_docs_page_holds_the_generated_tables():
+    """docs/guide/layers.md shows LAYER_TABLE and REFUSED_LAYERS as they are (regenerate the
+    block with ``layer_tables_markdown()`` when the table changes)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "layers.md").read_text()
+    start, end = page.index(LAYER_TABLE_BEGIN), page.index(LAYER_TABLE_END)
+    assert page[start : end + len(LAYER_TABLE_END)] == layer_tables_markdown(), (
+        "docs/guide/layers.md is stale: replace its layer-table block with "
+        "lightning_gnn_dist.nn.layers.layer_tables_markdown()"
+    )
+    assert all(f"| `{cls.__name__}` |" in page for cls in [*LAYER_TABLE, *REFUSED_LAYERS])
