@@ -14,6 +14,7 @@ partition metrics predict.
 from __future__ import annotations
 
 import functools
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -49,7 +50,8 @@ from lightning_gnn_dist.data.vertex_cut import build_vertex_cut_parts
 from lightning_gnn_dist.loaders.graph_store import PartitionedGraphStore
 from lightning_gnn_dist.loaders.neighbor import NeighborLoader
 from lightning_gnn_dist.loaders.subgraph import batch_partition, complete_batch_partition
-from lightning_gnn_dist.nn import distribute, use_graph_context
+from lightning_gnn_dist.nn import conv as dist_conv
+from lightning_gnn_dist.nn import distribute, fused, use_graph_context
 from lightning_gnn_dist.nn.context import make_graph_context
 from lightning_gnn_dist.nn.layers import refusal
 from lightning_gnn_dist.nn.sampled import SampledBatchContext
@@ -248,7 +250,12 @@ def _grads(model: nn.Module) -> dict[str, np.ndarray]:
 def _run_cell(model, context, x, edge_index, x_ids, out_rows, out_ids, out_scale=None):
     """Forward and backward of one cell on this rank; gradients summed over ranks."""
     x = x.clone().requires_grad_()
-    with use_graph_context(context):
+    counted = mock.Mock(wraps=fused.spmm)  # the CSR products of the fused paths (issue 19)
+    with (
+        use_graph_context(context),
+        mock.patch.object(fused, "spmm", counted),
+        mock.patch.object(dist_conv, "spmm", counted),
+    ):
         out = model(x, edge_index)
     out = out[:out_rows]
     weights = loss_weights(out.size(1))[out_ids]
@@ -265,6 +272,7 @@ def _run_cell(model, context, x, edge_index, x_ids, out_rows, out_ids, out_scale
         "out": out.detach().numpy(),
         "grads": {k: summed[k].view_as(g).numpy() for k, g in grads.items()},
         "traffic": context.exchange.counter.as_dicts(),
+        "csr_products": counted.call_count,
     }
 
 
@@ -381,3 +389,30 @@ def test_every_accepted_layer_equals_pyg(mode, graph, world_size, distributed_ru
     for name in cells(mode):
         problems += _mismatches(mode, name, graph, world_size, [r[(mode, name)] for r in runs])
     assert not problems, "\n".join(problems)
+
+
+def fused_configuration(name: str) -> bool:
+    """Whether ``name`` holds a layer whose aggregation has a CSR fast path (``DistGCNConv``,
+    ``DistSAGEConv`` with sum/mean, and the unchanged layers of ``fused.FUSED_LAYERS``)."""
+    return any(
+        isinstance(m, MessagePassing)
+        and fused._fused_base(type(m)) is not None
+        and m.aggr in ("sum", "add", "mean")
+        for m in make_model(name).modules()
+    )
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_matrix_runs_the_fused_paths(mode, distributed_runs):
+    """The cells compare the CSR-product paths (distributed models) with PyG's scatter path
+    (the reference models are plain PyG): every configuration with a fusable layer ran at least
+    one CSR product on every rank that holds vertices, and the others none."""
+    names = [name for name in cells(mode) if fused_configuration(name)]
+    assert {"gcn", "graphconv", "gin"} <= set(names), names
+    for (graph, size), runs in distributed_runs.items():
+        for name in cells(mode):
+            counts = [run[(mode, name)]["csr_products"] for run in runs]
+            if name in names:
+                assert min(counts) > 0, (mode, name, graph, size, counts)
+            else:
+                assert max(counts) == 0, (mode, name, graph, size, counts)
