@@ -244,7 +244,9 @@ def test_mode_and_partition_kind_must_match():
         make_exchange("cd-0", vertex_part)
     with pytest.raises(ValueError, match="runs on a vertex partition"):
         make_exchange("p2p", parts[0])
-    with pytest.raises(ValueError, match=r"exchange 'cd-x': the delay r of cd-<r> must be an integer"):
+    with pytest.raises(
+        ValueError, match=r"exchange 'cd-x': the delay r of cd-<r> must be an integer"
+    ):
         make_exchange("cd-x", parts[0])
 
 
