@@ -285,7 +285,16 @@ def test_help_lists_every_command(capsys, monkeypatch):
     assert out.startswith("usage: python -m lightning_gnn_dist "), out
     assert "__main__" not in out
     listed = re.findall(r"^    (\S+)", out, re.M)
-    assert listed == ["fit", "validate", "test", "predict", "partition", "partition-compare"]
+    assert listed == [
+        "fit",
+        "validate",
+        "test",
+        "predict",
+        "emulate",
+        "probe",
+        "partition",
+        "partition-compare",
+    ]
 
 
 # --------------------------------------------------------------------------------------------
