@@ -6,6 +6,7 @@ start the processes themselves), ``gnn_ddp_spawn`` and ``gnn_ddp_fork``.
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from contextlib import contextmanager
@@ -40,6 +41,8 @@ from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_
 from lightning_gnn_dist.nn.distribute import distribute
 
 STAGES = ("train", "validate", "test", "predict")
+AUTO = "auto"
+log = logging.getLogger(__name__)
 
 
 class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
@@ -82,7 +85,10 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         exchange (str): exchange mode: ``"p2p"``, ``"broadcast"``, ``"cached"`` (SANCUS;
             configured by the ``cache_*``/``staleness*`` options) or ``"rdm"`` (paper 003;
             ``rdm_order``, ``replication``) on a vertex partition; ``"cd-0"``, ``"cd-<r>"`` or
-            ``"0c"`` on a vertex cut (``method="vertex-cut"``). (default: ``"p2p"``)
+            ``"0c"`` on a vertex cut (``method="vertex-cut"``); or ``"auto"``: the exchange,
+            codec and ``rdm`` order of the plan that
+            ``GraphPartitionDataModule(method="auto")`` stored with the partition (every rank
+            and every resumed run reads the same plan). (default: ``"p2p"``)
         loss_reduction (str): ``"mean"`` or ``"sum"``, see above. (default: ``"mean"``)
         timeout (float or timedelta): seconds a collective may wait before every rank fails with
             an error instead of hanging. (default: ``1800``)
@@ -136,7 +142,17 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         replication: int | None = None,
         **kwargs: Any,
     ) -> None:
-        resolve_exchange_mode(exchange)  # raises ValueError listing the known modes
+        self.requested_exchange = exchange
+        if exchange == AUTO:
+            if codec != "fp32" or rdm_order != "auto":
+                raise ValueError(
+                    "exchange='auto' takes its codec and rdm order from the stored plan; drop "
+                    f"codec={codec!r} and rdm_order={rdm_order!r}, or choose the exchange yourself "
+                    "(GraphPartitionDataModule(plan_options={'allow_stale': True}) lets the plan "
+                    "pick a lossy codec)"
+                )
+        else:
+            resolve_exchange_mode(exchange)  # raises ValueError listing the known modes
         if loss_reduction not in ("mean", "sum"):
             raise ValueError(f"loss_reduction must be 'mean' or 'sum' (got {loss_reduction!r})")
         timeout = _seconds("timeout", timeout)
@@ -144,6 +160,13 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         super().__init__(timeout=timeout, start_method=start_method, **kwargs)
         self.exchange_mode = exchange
         self.exchange_options: dict[str, Any] = {}
+        self._cached_defaults = {
+            "cache_base": cache_base,
+            "staleness": staleness,
+            "staleness_bound": staleness_bound,
+            "cache_backward": cache_backward,
+            "grad_clip": grad_clip,
+        }
         if exchange == "cached":
             check_cache_options(cache_base, staleness, staleness_bound, cache_backward, grad_clip)
             self.exchange_options = {
@@ -201,8 +224,33 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         _init_dist_connection(self.cluster_environment, self._process_group_backend, **kwargs)
 
     # -- setup --------------------------------------------------------------------------------
+    def _apply_plan(self, datamodule) -> None:
+        """``exchange="auto"``: run the exchange mode, codec and order of the datamodule's
+        stored plan (``datamodule.plan``, rank 0's on every rank)."""
+        plan = getattr(datamodule, "plan", None)
+        if plan is None:
+            raise ValueError(
+                "exchange='auto' runs the plan that GraphPartitionDataModule(method='auto', "
+                "plan_options={'widths': [...]}) stores with the partition; "
+                f"{type(datamodule).__name__} has none (method="
+                f"{getattr(datamodule, 'method', None)!r}): use method='auto' or name the exchange"
+            )
+        options = plan.pick.strategy_options()
+        self.exchange_mode = options.pop("exchange")
+        self.codec_policy = CodecPolicy(options.pop("codec"), tolerance=self.codec_policy.tolerance)
+        if self.exchange_mode == "rdm":
+            self.exchange_options = {"order": options["rdm_order"], "replication": None}
+        elif self.exchange_mode == "cached":
+            self.exchange_options = {**self._cached_defaults, **options}
+        else:
+            self.exchange_options = {}
+        if self.is_global_zero:
+            log.info("exchange='auto': %s (%s)", plan.pick.name, plan.reason)
+
     def setup(self, trainer) -> None:
         datamodule = trainer.datamodule
+        if self.requested_exchange == AUTO:
+            self._apply_plan(datamodule)
         partition: LocalPartition | None = getattr(datamodule, "local_partition", None)
         if partition is None:
             raise ValueError(
