@@ -55,6 +55,8 @@ PLAN_OPTIONS = (
     "exchanges",
     "costs",
     "cores",
+    "top_k",
+    "timed_steps",
 )
 """Keys of ``GraphPartitionDataModule(plan_options=...)`` (see :func:`check_plan_options`)."""
 PLAN_FORMAT = 1
@@ -231,7 +233,10 @@ def check_plan_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     ``"loopback"``), ``allow_stale`` (default ``False``), ``methods`` (default
     :data:`AUTO_METHODS`), ``exchanges`` (default: every mode that applies), ``costs`` (a
     :class:`ComputeCosts` or its dictionary; default: :func:`calibrate` now), ``cores`` (cores the
-    ranks share on one machine; default: one per rank).
+    ranks share on one machine; default: one per rank), ``top_k`` (time the best ``top_k``
+    predictions for ``timed_steps`` steps on every rank in ``setup`` and keep the fastest, see
+    :mod:`.timing`; default ``3``; ``0``: the model decides alone) and ``timed_steps`` (default
+    ``3``).
 
     Raises:
         ValueError: an unknown key (the valid ones are listed), no ``widths``, or a bad value.
@@ -265,6 +270,11 @@ def check_plan_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
                 "plan trade accuracy for time"
             )
         options["exchanges"] = exchanges
+    for key, low in (("top_k", 0), ("timed_steps", 1)):
+        value = options.get(key, 3)
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"plan option {key}={value!r}: give an integer >= {low}")
+        options[key] = value
     if isinstance(options.get("costs"), Mapping):
         options["costs"] = ComputeCosts(**options["costs"])
     return options
@@ -409,12 +419,16 @@ def select(
     measure: Callable[[Candidate], float] | None = None,
     top_k: int = 0,
     settings: Mapping[str, Any] | None = None,
+    per_mode: bool = False,
 ) -> Plan:
     """Rank ``rows`` by predicted epoch (ties: their order, the fixed menu order) and pick.
 
     With ``measure`` (seconds of one epoch of a candidate, e.g. the median of a few timed
     steps) and ``top_k > 0`` the ``top_k`` best predictions are timed and the fastest measured
-    wins (ties: the better prediction).
+    wins (ties: the better prediction). With ``per_mode`` the timed ones are the best prediction
+    of each of the ``top_k`` best exchange modes (mode and codec) instead: the model's bytes are
+    exact, so it ranks the partitions of one mode well, while what a mode costs beyond its bytes
+    (copies, collectives, scheduling) is what timing tells.
 
     Raises:
         ValueError: no candidate.
@@ -424,16 +438,17 @@ def select(
     ordered = sorted(enumerate(rows), key=lambda item: (_key(item[1].epoch_seconds), item[0]))
     ranked = [row for _, row in ordered]
     chosen = 0
-    if measure is not None and top_k > 0:
-        for i in range(min(top_k, len(ranked))):
-            ranked[i] = replace(ranked[i], measured_seconds=float(measure(ranked[i].candidate)))
-        timed = range(min(top_k, len(ranked)))
+    timed = timed_indices(ranked, top_k, per_mode) if measure is not None else []
+    for i in timed:
+        ranked[i] = replace(ranked[i], measured_seconds=float(measure(ranked[i].candidate)))
+    if timed:
         chosen = min(timed, key=lambda i: (_key(ranked[i].measured_seconds), i))
     pick = ranked[chosen]
-    if chosen or (measure is not None and top_k > 0):
+    if timed:
+        what = "exchange modes' best predictions" if per_mode else "best predictions"
         reason = (
-            f"{pick.candidate.name}: fastest of the {min(top_k, len(ranked))} best predictions "
-            f"when timed ({pick.measured_seconds * 1e3:.3g} ms per epoch; predicted "
+            f"{pick.candidate.name}: fastest of the {len(timed)} {what} when timed "
+            f"({pick.measured_seconds * 1e3:.3g} ms per epoch; predicted "
             f"{pick.epoch_seconds * 1e3:.3g} ms)"
         )
     else:
@@ -449,6 +464,20 @@ def select(
         reason += ")"
     reason += "" if pick.candidate.exact else "; approximate (allow_stale=True)"
     return Plan(tuple(ranked), chosen, reason, dict(settings or {}))
+
+
+def timed_indices(ranked: Sequence[PlanRow], top_k: int, per_mode: bool) -> list[int]:
+    """Indices into ``ranked`` (best prediction first) of the candidates :func:`select` times."""
+    if not per_mode:
+        return list(range(min(max(top_k, 0), len(ranked))))
+    seen: set[tuple[str, str]] = set()
+    indices = []
+    for i, row in enumerate(ranked):
+        mode = (row.candidate.exchange, row.candidate.codec)
+        if mode not in seen and len(indices) < top_k:
+            seen.add(mode)
+            indices.append(i)
+    return indices
 
 
 def _key(seconds: float) -> float:

@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -313,7 +314,6 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         """Rank 0 (one process per node): reuse the stored plan, or predict every candidate,
         print the table and store the pick."""
         import logging
-        import os
 
         from rich.console import Console
 
@@ -365,13 +365,32 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             sources=sources,
             codecs=settings.get("codecs"),
         )
-        tmp = path.with_name(f".{PLAN_FILE}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(plan.to_dict(), indent=1))
-        os.replace(tmp, path)  # atomic: a plan is complete or absent
+        timing = {"top_k": settings["top_k"], "timed_steps": settings["timed_steps"]}
+        plan = replace(plan, settings={**plan.settings, **timing})
+        _write_plan(plan, path)
         self.plan = plan
         title = f"automatic plan: {self._dataset_name}, P = {self._parts()}"
         Console(stderr=True).print(plan.table(title))
         logging.getLogger(__name__).info("%s -> %s\n%s", title, path, plan.text())
+
+    def _timed(self, plan: Plan) -> Plan:
+        """With ``top_k`` and several ranks: time the best predictions once (collective), store
+        the timed plan (rank 0) so that a resumed run reads the decision instead of timing."""
+        import torch.distributed as dist
+
+        from lightning_gnn_dist.costmodel.timing import time_top_k, timed_methods
+
+        top_k = int(plan.settings.get("top_k", 0))
+        timed = any(row.measured_seconds is not None for row in plan.rows)
+        if not top_k or timed or not (dist.is_available() and dist.is_initialized()):
+            return plan
+        rank = dist.get_rank()
+        methods = timed_methods(plan, top_k)
+        parts = {m: PartitionStore.open(self.plan_dir / m).load_part(rank) for m in methods}
+        plan = _rank_zero_plan(time_top_k(plan, parts, top_k, plan.settings["timed_steps"]))
+        if rank == 0:
+            _write_plan(plan, self.plan_dir / PLAN_FILE)
+        return plan
 
     def _use_plan(self, plan: Plan) -> None:
         from lightning_gnn_dist.partition import get_partitioner
@@ -421,7 +440,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             return
         method = self.method
         if method == AUTO:
-            self._use_plan(_rank_zero_plan(self._read_plan()))
+            self._use_plan(self._timed(_rank_zero_plan(self._read_plan())))
             self._store, method = None, self.plan.pick.method
         store = self.store
         settings = store.meta["settings"]
@@ -551,6 +570,15 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon}, "
             f"loader={self.loader!r}{subgraph}" + (", force=True)" if self.force else ")")
         )
+
+
+def _write_plan(plan: Plan, path: Path) -> None:
+    """Write ``plan`` to ``path`` atomically: a plan file is complete or absent."""
+    import os
+
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(plan.to_dict(), indent=1))
+    os.replace(tmp, path)
 
 
 def _rank_zero_plan(plan: Plan) -> Plan:
