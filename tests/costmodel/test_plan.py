@@ -15,6 +15,8 @@ from lightning_gnn_dist.costmodel.plan import (
     memory_per_rank,
     plan_from_metrics,
     resolve_network,
+    select,
+    timed_indices,
 )
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.metrics import partition_metrics
@@ -85,6 +87,12 @@ def test_timed_top_k_picks_the_fastest_measured(metrics):
     )
     assert plan.pick == second and plan.chosen == 1 and "timed" in plan.reason
     assert [r.measured_seconds for r in plan.rows[:4]] == [2.0, 1.0, 2.0, None]
+    # per mode: the best prediction of each of the 2 best modes, here p2p and rdm
+    timed = select(predicted.rows, lambda c: 1.0 if c.exchange == "rdm" else 2.0, 2, per_mode=True)
+    measured = [(r.candidate.exchange, r.measured_seconds) for r in timed.rows]
+    assert [m for m in measured if m[1] is not None] == [("p2p", 2.0), ("rdm", 1.0)]
+    assert timed.pick.exchange == "rdm" and "exchange modes' best predictions" in timed.reason
+    assert timed.rows.index(timed.rows[timed.chosen]) == timed_indices(timed.rows, 2, True)[1]
 
 
 def test_table_lists_every_candidate_and_marks_the_pick(metrics):

@@ -91,7 +91,8 @@ def _rank(rank, world, root):
     dm.prepare_data()
     local = dm.plan.pick.name
     dm.setup("fit")
-    return local, dm.plan.pick.name, dm.store_path.name, dm.local_partition.part_id
+    timed = dm.plan.rows[dm.plan.chosen].measured_seconds  # top_k=3 (default): timed in setup
+    return local, dm.plan.pick.name, dm.store_path.name, dm.local_partition.part_id, timed
 
 
 def test_every_rank_runs_rank_zeros_stored_plan_and_a_resumed_run_reads_it(tmp_path):
@@ -99,6 +100,7 @@ def test_every_rank_runs_rank_zeros_stored_plan_and_a_resumed_run_reads_it(tmp_p
     assert [r[0] for r in results] == ["metis + p2p", "metis + broadcast"]
     assert {r[1] for r in results} == {"metis + p2p"}
     assert [r[3] for r in results] == [0, 1] and {r[2] for r in results} == {"metis"}
+    assert results[0][4] > 0 and results[0][4] == results[1][4]  # one timing, every rank's
     plan_file = tmp_path / "r0" / "plan.json"
     stored = json.loads(plan_file.read_text())
     assert (
