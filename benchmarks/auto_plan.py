@@ -94,7 +94,7 @@ def rank_main(rank: int, world: int, job: dict) -> dict:
     from lightning_gnn_dist.costmodel import ComputeCosts
     from lightning_gnn_dist.costmodel.plan import Plan, plan_from_metrics
     from lightning_gnn_dist.costmodel.probe import probe_network
-    from lightning_gnn_dist.costmodel.timing import time_top_k
+    from lightning_gnn_dist.costmodel.timing import exchange_options, time_top_k
     from lightning_gnn_dist.nn import distribute, use_graph_context
     from lightning_gnn_dist.nn.context import make_graph_context
     from lightning_gnn_dist.partition.store import PartitionStore
@@ -126,7 +126,7 @@ def rank_main(rank: int, world: int, job: dict) -> dict:
     contexts = {}
     for row in plan.rows:
         c = row.candidate
-        options = {"order": c.rdm_order} if c.exchange == "rdm" else {}
+        options = exchange_options(c)
         part = parts[c.method]
         contexts[c.name] = make_graph_context(part, make_exchange(c.exchange, part, **options))
         contexts[c.name].prepare(model)

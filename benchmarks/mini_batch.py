@@ -179,6 +179,7 @@ def _rank_run(rank, world, store_path, steps, cache_size, prefetch, train):
     result.update(
         remote_rows_per_step=got("features", "request", "rows_sent"),
         feature_bytes_per_step=got("features", "response", "bytes_received")
+        + got("features.ids", "response", "bytes_received")
         + got("features", "request", "bytes_sent"),
         sampling_bytes_per_step=got("sampling", "request", "bytes_sent")
         + got("sampling", "response", "bytes_received")

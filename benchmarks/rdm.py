@@ -8,7 +8,7 @@ Per configuration (graph × ranks) one forked gloo group (loopback, one thread p
 hypergraph partition (the baseline), ``p2p`` on a random partition, ``broadcast``, **all 16 RDM
 orders**, and RDM's model pick computing the gradient of the input features as the paper does
 (``+ G⁰``; without it is what RDM does). Before the rounds the exchange's own
-``order="auto"`` procedure runs (one warm-up step, three timed steps per Pareto order) and its
+``rdm_order="auto"`` procedure runs (one warm-up step, three timed steps per Pareto order) and its
 choice is recorded. A sample is one training step — forward, loss, backward, gradient
 all-reduce, optimiser step — timed as the slowest rank's wall seconds; each variant runs
 ``steps`` steps per round after one warm-up step. Ratios are against the baseline (pooled medians,
@@ -111,7 +111,9 @@ def rank_main(rank: int, world: int, stores: dict, dims: list[int], steps: int, 
         f"{mode} {method}": make_graph_context(parts[method], make_exchange(mode, parts[method]))
         for mode, method in HALO
     }
-    rdm = make_graph_context(parts["random"], make_exchange("rdm", parts["random"], order="auto"))
+    rdm = make_graph_context(
+        parts["random"], make_exchange("rdm", parts["random"], rdm_order="auto")
+    )
     rdm.prepare(model)
     model_pick = rdm.exchange.candidates[0].order
 
@@ -167,7 +169,7 @@ def rank_main(rank: int, world: int, stores: dict, dims: list[int], steps: int, 
     variants["rdm model pick + G⁰"] = measure("rdm model pick + G⁰", rdm, model_pick, True)
     panels = None
     if world >= 4:  # Â in row panels shared by two ranks: half the structure, panel exchanges
-        exchange = make_exchange("rdm", parts["random"], order=model_pick, replication=2)
+        exchange = make_exchange("rdm", parts["random"], rdm_order=model_pick, replication=2)
         panels = make_graph_context(parts["random"], exchange)
         panels.prepare(model)
         variants["rdm model pick, R_A = 2"] = measure(

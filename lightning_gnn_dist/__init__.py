@@ -9,6 +9,8 @@ strategies in every installed Lightning namespace (``lightning.pytorch`` and
 explicitly, ``X.for_namespace(name)`` gives the concrete class).
 """
 
+import atexit
+
 from lightning_gnn_dist import _deprecated
 from lightning_gnn_dist.lightning import compat as _compat
 from lightning_gnn_dist.lightning.batch_monitor import BatchCommunicationMonitor
@@ -23,6 +25,9 @@ from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
 from lightning_gnn_dist.lightning.module import NodeClassifier
 from lightning_gnn_dist.lightning.strategy import GNNStrategy
 from lightning_gnn_dist.nn import distribute
+from lightning_gnn_dist.utils.tempdirs import (
+    remove_process_temp_files as _remove_process_temp_files,
+)
 
 __version__ = "0.1.0.dev0"
 
@@ -47,6 +52,7 @@ for _name in _NEUTRAL:
 
 
 _deprecated.install()
+atexit.register(_remove_process_temp_files)  # PyG's generated modules, torch's empty cache dir
 
 
 def __getattr__(name: str):
@@ -58,7 +64,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_NEUTRAL])
+    return sorted([*(k for k in globals() if not k.startswith("_")), *_NEUTRAL])
 
 
 __all__ = [

@@ -123,6 +123,14 @@ def test_config_parses(config, tmp_path):
     else:
         assert strategy == expected
     assert printed["trainer"]["devices"] == written["trainer"]["devices"]
+    # issue 18, item 9: every config saves what test/validate/predict then need
+    assert printed["trainer"]["enable_checkpointing"] is not False
+    (checkpoint,) = [
+        c for c in printed["trainer"]["callbacks"] if c["class_path"].endswith("ModelCheckpoint")
+    ]
+    assert checkpoint["init_args"]["save_last"] is True
+    assert checkpoint["init_args"]["dirpath"] == f"checkpoints/{config.stem}"
+    assert f"--ckpt_path checkpoints/{config.stem}/last.ckpt" in config.read_text()
 
 
 def _assert_contains(printed, written, path: str) -> None:
@@ -159,7 +167,10 @@ def test_cli_trains_a_user_module_from_a_config_on_two_ranks(tmp_path):
         assert measured > 0
         assert measured == float(row["comm/gnn.convs.1/forward/predicted_bytes_total"])
     assert [float(r["test_acc"]) for r in rows if r.get("test_acc")]  # test_after_fit
-    assert list((tmp_path / "logs").rglob("*.ckpt"))
+    assert {p.name for p in (tmp_path / "checkpoints" / "graphsage_module").glob("*.ckpt")} == {
+        "best.ckpt",
+        "last.ckpt",
+    }
 
 
 def test_misspelt_config_key_is_rejected(tmp_path):

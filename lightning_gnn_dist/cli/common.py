@@ -10,6 +10,20 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
+PROG = "python -m lightning_gnn_dist"
+LIGHTNING_COMMANDS = {
+    "fit": "train with the LightningCLI: fit --config FILE.yaml (see fit --help)",
+    "validate": "validate a checkpoint: validate --config FILE.yaml --ckpt_path CKPT",
+    "test": "test a checkpoint: test --config FILE.yaml --ckpt_path CKPT",
+    "predict": "predict with a checkpoint and a PredictionWriter callback",
+}
+"""The LightningCLI subcommands (:mod:`lightning_gnn_dist.lightning.cli`) and their one-line help."""
+OTHER_COMMANDS = {
+    "emulate": "run a multi-node command on an emulated cluster on this machine (emulate --help)",
+    "probe": "measure bandwidth and latency between the ranks it runs on (probe --help)",
+}
+"""Commands with parsers of their own (:mod:`.emulate`, :mod:`.probe`), listed in ``--help``."""
+
 
 class OneLineErrorParser(argparse.ArgumentParser):
     """Usage errors as one ``error: ...`` line on stderr and exit code 2 (argparse would print

@@ -12,9 +12,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from lightning_gnn_dist.cli.common import LIGHTNING_COMMANDS
 from lightning_gnn_dist.cli.partition import run_partition_command
-
-LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,7 +10,13 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from lightning_gnn_dist.cli.common import OneLineErrorParser, print_table
+from lightning_gnn_dist.cli.common import (
+    LIGHTNING_COMMANDS,
+    OTHER_COMMANDS,
+    PROG,
+    OneLineErrorParser,
+    print_table,
+)
 
 PARTITION_COMMANDS = ("partition", "partition-compare")
 COMPARED_EXCHANGES = ("p2p", "broadcast", "rdm")
@@ -22,13 +28,17 @@ def _partition_parser() -> argparse.ArgumentParser:
     from lightning_gnn_dist.partition.compare import DEFAULT_METHODS
 
     parser = OneLineErrorParser(
-        prog="python -m lightning_gnn_dist",
-        description=__doc__,
-        epilog="other commands: fit, validate, test, predict (the LightningCLI: --help after "
-        "the command); emulate (run a multi-node command on an emulated cluster on this "
-        "machine); probe (measure the network between the ranks)",
+        prog=PROG,
+        description="Partition graphs and train on them. fit/validate/test/predict are the "
+        "LightningCLI (`COMMAND --help` lists their options); partition and partition-compare "
+        "partition a graph and print paper 000's metrics; emulate runs a multi-node command on "
+        "an emulated cluster on this machine; probe measures the network between ranks. Bad "
+        "input ends with exit code 2 and one `error: ...` line.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command, text in {**LIGHTNING_COMMANDS, **OTHER_COMMANDS}.items():
+        # Listed for --help only: main() hands these to their own parsers before this one.
+        sub.add_parser(command, help=text, add_help=False)
     common = OneLineErrorParser(add_help=False)
     common.add_argument(
         "--dataset",

@@ -132,6 +132,12 @@ class HaloExchange(ABC):
             EXCHANGE_MODES[cls.mode] = cls
 
     @classmethod
+    def check_options(cls, **options) -> dict:
+        """Check the constructor options a user gave for this mode (before any partition
+        exists); returns them. Raises ``ValueError`` naming a bad one."""
+        return options
+
+    @classmethod
     def parse_mode(cls, mode: str) -> dict | None:
         """Constructor options if ``mode`` names a parametrised form of this mode (e.g.
         ``cd-5``), else ``None``."""
@@ -309,6 +315,11 @@ def resolve_exchange_mode(mode: str) -> tuple[type[HaloExchange], dict]:
     Raises:
         ValueError: unknown mode (the message lists the known ones).
     """
+    if not isinstance(mode, str):
+        raise ValueError(
+            f"exchange must be a mode name (got {mode!r}); choose one of: "
+            f"{', '.join(sorted(EXCHANGE_MODES))} (cd-<r> for a delay r >= 1)"
+        )
     if mode in EXCHANGE_MODES:
         return EXCHANGE_MODES[mode], {}
     for cls in EXCHANGE_MODES.values():

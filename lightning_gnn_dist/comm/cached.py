@@ -33,6 +33,7 @@ as the exact mode does (the parameters keep their full gradient; only forward by
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -54,6 +55,7 @@ from lightning_gnn_dist.partition.metrics import PartitionMetrics
 STALENESS_BOUNDS = ("epoch-fixed", "epoch-adaptive", "variation-gap")
 CACHE_BASES = {"p2p": P2PExchange, "broadcast": BroadcastExchange}
 CACHE_BACKWARD = ("fresh", "drop")
+CACHE_OPTIONS = ("cache_base", "staleness", "staleness_bound", "cache_backward", "grad_clip")
 _NEVER = -(2**62)  # version of a row never received: older than any bound
 
 
@@ -108,6 +110,13 @@ class CachedExchange(HaloExchange):
 
     mode = "cached"
     exact: ClassVar[bool] = False
+
+    @classmethod
+    def check_options(cls, **options) -> dict:
+        defaults = inspect.signature(cls.__init__).parameters
+        merged = {k: defaults[k].default for k in CACHE_OPTIONS} | options
+        check_cache_options(*(merged[k] for k in CACHE_OPTIONS))
+        return options
 
     def __init__(
         self,
@@ -448,14 +457,16 @@ def check_cache_options(
         raise ValueError(f"cache_base must be one of {sorted(CACHE_BASES)} (got {cache_base!r})")
     if staleness not in STALENESS_BOUNDS:
         raise ValueError(f"staleness must be one of {list(STALENESS_BOUNDS)} (got {staleness!r})")
-    if not staleness_bound >= 0:
+    finite = isinstance(staleness_bound, int | float) and not isinstance(staleness_bound, bool)
+    if not finite or not 0 <= staleness_bound < math.inf:
         raise ValueError(
-            f"staleness_bound must be >= 0 (epochs for epoch bounds, a relative norm for "
-            f"variation-gap); got {staleness_bound!r}"
+            f"staleness_bound must be a finite number >= 0 (epochs for epoch bounds, a relative "
+            f"norm for variation-gap); got {staleness_bound!r}"
         )
     if cache_backward not in CACHE_BACKWARD:
         raise ValueError(
             f"cache_backward must be one of {list(CACHE_BACKWARD)} (got {cache_backward!r})"
         )
-    if grad_clip is not None and not grad_clip > 0:
+    valid_clip = isinstance(grad_clip, int | float) and not isinstance(grad_clip, bool)
+    if grad_clip is not None and (not valid_clip or not 0 < grad_clip < math.inf):
         raise ValueError(f"grad_clip must be a positive norm or None (got {grad_clip!r})")

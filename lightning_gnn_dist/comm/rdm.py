@@ -88,11 +88,13 @@ class RDMExchange(HaloExchange):
         partition: this rank's :class:`LocalPartition` (its ``part_offsets`` are the row split).
         counter: per-step traffic. (default: a new :class:`CommCounter`)
         group: process group of the parts. (default: the world group)
-        order: ``"auto"``, ``"model"`` or an order string, see the module docstring.
-            (default: ``"auto"``)
+        rdm_order: ``"auto"``, ``"model"`` or an order string, see the module docstring (the
+            name of :class:`~lightning_gnn_dist.lightning.GNNStrategy`'s option). (default:
+            ``"auto"``)
         replication: ranks per row panel of ``Â`` (``R_A``, a divisor of ``P``; ``P`` = the
             whole ``Â`` on every rank, ``1`` = CAGNET 1D). (default: ``P``)
-        tuning_steps: timed training steps per Pareto order with ``order="auto"``. (default: 3)
+        tuning_steps: timed training steps per Pareto order with ``rdm_order="auto"``.
+            (default: 3)
         element_seconds, sparse_op_seconds, latency_seconds: the scalar model of
             :func:`~.rdm_plan.order_costs` (``"model"`` and the order of the ``"auto"``
             candidates): seconds per element sent, per SpMM multiply-add, per collective.
@@ -102,12 +104,24 @@ class RDMExchange(HaloExchange):
     mode = "rdm"
     graph_context: ClassVar[str] = "rdm"
 
+    @classmethod
+    def check_options(cls, **options) -> dict:
+        check_order_option(options.get("rdm_order", "auto"))
+        replication = options.get("replication")
+        if replication is not None and (
+            not isinstance(replication, int) or isinstance(replication, bool) or replication < 1
+        ):
+            raise ValueError(
+                f"replication must be a positive number of ranks per panel (got {replication!r})"
+            )
+        return options
+
     def __init__(
         self,
         partition: LocalPartition,
         counter: CommCounter | None = None,
         group=None,
-        order: str = "auto",
+        rdm_order: str = "auto",
         replication: int | None = None,
         tuning_steps: int = 3,
         element_seconds: float | None = None,
@@ -117,7 +131,8 @@ class RDMExchange(HaloExchange):
     ) -> None:
         super().__init__(partition, counter, group, codec=codec)
         check_codec_option(self.codec_policy)
-        check_order_option(order)
+        self.check_options(rdm_order=rdm_order, replication=replication)
+        order = rdm_order
         if tuning_steps < 1:
             raise ValueError(f"tuning_steps must be >= 1 (got {tuning_steps})")
         offsets = tuple(int(v) for v in partition.part_offsets)
@@ -225,7 +240,7 @@ class RDMExchange(HaloExchange):
             )
 
     def begin_round(self, epoch: int | None) -> None:
-        """Before every step: with ``order="auto"``, close the timing of the last training step
+        """Before every step: with ``rdm_order="auto"``, close the timing of the last training step
         and set the order of the next one (the same on every rank: step times are
         max-reduced)."""
         if epoch is None or (not self._schedule and self._current is None):
@@ -287,12 +302,12 @@ class RDMExchange(HaloExchange):
 
     @property
     def tuning(self) -> bool:
-        """Whether ``order="auto"`` is still timing candidates."""
+        """Whether ``rdm_order="auto"`` is still timing candidates."""
         return bool(self._schedule) or self._current is not None
 
     def order_report(self) -> dict:
         """The order in use, the Pareto set with the model's costs, the model's pick and each
-        candidate's measured step seconds (``order="auto"``)."""
+        candidate's measured step seconds (``rdm_order="auto"``)."""
         return {
             "order": self.order,
             "option": self.order_option,

@@ -36,6 +36,8 @@ from lightning_gnn_dist.comm.codec import IDENTITY, Codec
 from lightning_gnn_dist.comm.p2p import P2PExchange
 
 REDUCTIONS = ("sum", "max")
+MAX_DELAY = 999_999_999
+"""Largest delay ``r`` of ``cd-<r>`` (nine digits; a delay beyond the epochs run is pointless)."""
 
 
 class PartialAggregateSync(P2PExchange):
@@ -56,6 +58,8 @@ class PartialAggregateSync(P2PExchange):
 
     mode = "cd-0"
     partition_kind: ClassVar[str] = "vertex-cut"
+    reductions: ClassVar[tuple[str, ...]] = REDUCTIONS
+    """What :meth:`synchronise` reduces (a ``max`` aggregation needs ``"max"``)."""
 
     def __init__(self, partition, counter=None, group=None, codec=None) -> None:
         super().__init__(partition, counter=counter, group=group, codec=codec)
@@ -76,7 +80,9 @@ class PartialAggregateSync(P2PExchange):
     def _post_backward(self, grad_halo: Tensor, layer: str) -> Transfer:
         return Transfer([], grad_halo.new_zeros(self.partition.num_owned, grad_halo.size(1)))
 
-    def synchronise(self, partial: Tensor, layer: str, reduce: str = "sum") -> Tensor:
+    def synchronise(
+        self, partial: Tensor, layer: str, reduce: str = "sum", ties: Tensor | None = None
+    ) -> Tensor:
         """``[num_local, d]`` partial aggregates → the same rows with every split vertex's copies
         holding the reduction over all copies (autograd-aware).
 
@@ -85,10 +91,16 @@ class PartialAggregateSync(P2PExchange):
                 no local in-edge must hold ``-inf``.
             layer: counter key.
             reduce: ``"sum"`` or ``"max"`` (element-wise).
+            ties: for ``reduce="max"``, ``[num_local, d]`` how many local edges reach the local
+                maximum (element-wise). Torch (hence PyG) splits a maximum's gradient evenly
+                between all tied inputs; with ``ties`` the backward gives each winning copy its
+                share ``ties_c / Σ ties`` (the counts travel with the gradients, so the backward
+                rows are ``2d`` wide). Without it every winning copy gets the whole gradient,
+                exact only when no maximum is tied across parts. (default: ``None``)
         """
         if reduce not in REDUCTIONS:
             raise ValueError(f"reduce must be one of {REDUCTIONS} (got {reduce!r})")
-        return _Synchronise.apply(partial, self, layer, reduce)
+        return _Synchronise.apply(partial, self, layer, reduce, ties)
 
     def _record_phases(
         self,
@@ -152,22 +164,33 @@ class PartialAggregateSync(P2PExchange):
 
 class _Synchronise(Function):
     @staticmethod
-    def forward(ctx, partial: Tensor, sync: PartialAggregateSync, layer: str, reduce: str):
+    def forward(ctx, partial: Tensor, sync: PartialAggregateSync, layer: str, reduce: str, ties):
         total = sync._exchange(partial.detach(), layer, "forward", reduce)
         ctx.sync, ctx.layer, ctx.reduce = sync, layer, reduce
         if reduce == "max":
-            ctx.save_for_backward(partial.detach() == total)
+            winner = (partial.detach() == total).to(partial.dtype)
+            ctx.save_for_backward(winner if ties is None else winner * ties.to(partial.dtype))
         return total
 
     @staticmethod
     def backward(ctx, grad_total: Tensor):
         # y_c = ⊕_{c'} x_{c'} over the copies of one vertex: for a sum the Jacobian is symmetric,
-        # so the gradient takes the same route; for a max it then goes to the maximising copies.
-        grad = ctx.sync._exchange(grad_total, ctx.layer, "backward", "sum")
-        if ctx.reduce == "max":
-            (winner,) = ctx.saved_tensors
-            grad = grad * winner
-        return grad, None, None, None
+        # so the gradient takes the same route; for a max it then goes to the maximising copies,
+        # split between them as torch splits it between tied inputs (share = ties_c / Σ ties).
+        if ctx.reduce != "max":
+            return (
+                ctx.sync._exchange(grad_total, ctx.layer, "backward", "sum"),
+                None,
+                None,
+                None,
+                None,
+            )
+        (share,) = ctx.saved_tensors
+        width = grad_total.size(1)
+        packed = torch.cat([grad_total, share], dim=1)
+        total = ctx.sync._exchange(packed, ctx.layer, "backward", "sum")
+        grad, ties = total[:, :width], total[:, width:]
+        return grad * share / ties.clamp(min=1), None, None, None, None
 
 
 class NoSync(PartialAggregateSync):
@@ -180,7 +203,9 @@ class NoSync(PartialAggregateSync):
     def predicted_rows_sent(metrics, direction: str) -> np.ndarray:
         return np.zeros(metrics.num_parts, dtype=np.int64)
 
-    def synchronise(self, partial: Tensor, layer: str, reduce: str = "sum") -> Tensor:
+    def synchronise(
+        self, partial: Tensor, layer: str, reduce: str = "sum", ties: Tensor | None = None
+    ) -> Tensor:
         if reduce not in REDUCTIONS:
             raise ValueError(f"reduce must be one of {REDUCTIONS} (got {reduce!r})")
         return partial
@@ -205,11 +230,15 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
 
     mode = "cd-r"
     exact = False
+    reductions: ClassVar[tuple[str, ...]] = ("sum",)
 
     def __init__(self, partition, counter=None, group=None, delay: int = 5, codec=None) -> None:
         super().__init__(partition, counter=counter, group=group, codec=codec)
-        if int(delay) < 1:
-            raise ValueError(f"the delay r of cd-r must be >= 1 (got {delay}); cd-0 is exact")
+        if not isinstance(delay, int) or isinstance(delay, bool) or not 1 <= delay <= MAX_DELAY:
+            raise ValueError(
+                f"the delay r of cd-r must be an integer in [1, {MAX_DELAY}] (got {delay!r}); "
+                "cd-0 is exact"
+            )
         self.delay = int(delay)
         peers = torch.arange(self.world_size)
         leaf_peer = peers.repeat_interleave(partition.leaf_counts)
@@ -247,8 +276,15 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
 
     @classmethod
     def parse_mode(cls, mode: str) -> dict | None:
-        match = re.fullmatch(r"cd-(\d+)", mode)
-        return {"delay": int(match.group(1))} if match and int(match.group(1)) >= 1 else None
+        if not mode.startswith("cd-") or mode == "cd-0":
+            return None
+        match = re.fullmatch(r"cd-([1-9][0-9]{0,8})", mode, re.ASCII)
+        if match is None:
+            raise ValueError(
+                f"exchange {mode!r}: the delay r of cd-<r> must be an integer from 1 to "
+                f"{MAX_DELAY:,} written in ASCII digits without leading zeros (cd-0 is the exact mode)"
+            )
+        return {"delay": int(match.group(1))}
 
     def predicted_rows_sent(self, metrics, direction: str) -> np.ndarray:  # type: ignore[override]
         """``[P]`` rows per training forward, averaged over the forwards since the counter was
@@ -274,7 +310,9 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
         leaf, root = self._bin_rows[:, step % self.delay].T
         return leaf + (root if step >= self.delay else 0)
 
-    def synchronise(self, partial: Tensor, layer: str, reduce: str = "sum") -> Tensor:
+    def synchronise(
+        self, partial: Tensor, layer: str, reduce: str = "sum", ties: Tensor | None = None
+    ) -> Tensor:
         if reduce != "sum":
             raise NotImplementedError(
                 f"{self.mode} with delay {self.delay} supports sum and mean aggregation; a {reduce} "

@@ -14,9 +14,8 @@ slowest rank's, so every rank reaches the same decision.
 
 from __future__ import annotations
 
-import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -26,15 +25,13 @@ from lightning_gnn_dist.costmodel.plan import Candidate, Plan, select, timed_ind
 from lightning_gnn_dist.data.local import LocalPartition
 
 DEFAULT_TIMED_STEPS = 3
-"""Timed steps per candidate (after one warm-up step)."""
+"""Timed steps per candidate (after one warm-up step of each)."""
 
 
 def exchange_options(candidate: Candidate) -> dict[str, Any]:
     """Keyword arguments of :func:`~lightning_gnn_dist.comm.make_exchange` for ``candidate``."""
     options = candidate.strategy_options()
     options.pop("exchange")
-    if "rdm_order" in options:
-        options["order"] = options.pop("rdm_order")
     return options
 
 
@@ -51,51 +48,67 @@ def _gcn(dims) -> torch.nn.Module:
     return distribute(model)
 
 
-def time_candidate(
-    candidate: Candidate,
-    part: LocalPartition,
-    dims,
+def time_candidates(
+    candidates: Sequence[Candidate],
+    parts: Mapping[str, LocalPartition],
+    dims: Sequence[int],
     steps: int = DEFAULT_TIMED_STEPS,
-    warmup: int = 1,
-) -> float:
-    """Median seconds of ``steps`` GCN training steps of ``candidate`` (the slowest rank's;
-    collective when a process group exists)."""
+) -> dict[str, float]:
+    """Seconds of one GCN training step of each candidate (by ``name``): the fastest of
+    ``steps`` timed steps, each the slowest rank's, after one warm-up step of every candidate;
+    the candidates take turns step by step (a load that comes and goes falls on all of them,
+    and the fastest step is the one least disturbed). Collective when a process group exists.
+    """
     from lightning_gnn_dist.comm import make_exchange
     from lightning_gnn_dist.nn import use_graph_context
     from lightning_gnn_dist.nn.context import make_graph_context
 
     distributed = dist.is_available() and dist.is_initialized()
-    model = _gcn(dims)
-    exchange = make_exchange(candidate.exchange, part, **exchange_options(candidate))
-    context = make_graph_context(part, exchange)
-    context.prepare(model)
-    x = torch.randn(part.num_owned, dims[0], generator=torch.Generator().manual_seed(part.part_id))
-    samples = []
+    runs = []
+    for candidate in candidates:
+        part = parts[candidate.method]
+        model = _gcn(dims)
+        exchange = make_exchange(candidate.exchange, part, **exchange_options(candidate))
+        context = make_graph_context(part, exchange)
+        context.prepare(model)
+        x = torch.randn(
+            part.num_owned, dims[0], generator=torch.Generator().manual_seed(part.part_id)
+        )
+        runs.append((candidate.name, model, context, part, x))
+
+    def step(run, number: int) -> float:
+        _, model, context, part, x = run
+        if distributed:
+            dist.barrier()
+        start = time.perf_counter()
+        context.exchange.begin_round(number)
+        model.zero_grad()
+        with use_graph_context(context):
+            h = x
+            for i, conv in enumerate(model.convs):
+                h = conv(h, part.edge_index)
+                h = torch.relu(h) if i < len(model.convs) - 1 else h
+        h.square().sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters()])
+        if distributed:
+            dist.all_reduce(grads)
+        took = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+        if distributed:
+            dist.all_reduce(took, op=dist.ReduceOp.MAX)
+        return float(took[0])
+
+    samples: dict[str, list[float]] = {run[0]: [] for run in runs}
     try:
-        for step in range(warmup + steps):
-            if distributed:
-                dist.barrier()
-            start = time.perf_counter()
-            exchange.begin_round(step)
-            model.zero_grad()
-            with use_graph_context(context):
-                h = x
-                for i, conv in enumerate(model.convs):
-                    h = conv(h, part.edge_index)
-                    h = torch.relu(h) if i < len(model.convs) - 1 else h
-            h.square().sum().backward()
-            grads = torch.cat([p.grad.flatten() for p in model.parameters()])
-            took = torch.tensor([0.0], dtype=torch.float64)
-            if distributed:
-                dist.all_reduce(grads)
-            took[0] = time.perf_counter() - start
-            if distributed:
-                dist.all_reduce(took, op=dist.ReduceOp.MAX)
-            if step >= warmup:
-                samples.append(float(took[0]))
+        for run in runs:
+            step(run, 0)  # warm-up
+        for number in range(1, steps + 1):
+            turn = number % max(len(runs), 1)
+            for run in runs[turn:] + runs[:turn]:
+                samples[run[0]].append(step(run, number))
     finally:
-        exchange.close()
-    return statistics.median(samples)
+        for run in runs:
+            run[2].exchange.close()
+    return {name: min(values) for name, values in samples.items()}
 
 
 def timed_methods(plan: Plan, top_k: int) -> list[str]:
@@ -111,7 +124,7 @@ def time_top_k(
     steps: int = DEFAULT_TIMED_STEPS,
 ) -> Plan:
     """``plan`` with the best prediction of each of its ``top_k`` best exchange modes timed
-    (:func:`time_candidate`; ``select(per_mode=True)``) and the fastest measured picked (ties:
+    (:func:`time_candidates`; ``select(per_mode=True)``) and the fastest measured picked (ties:
     the better prediction).
 
     Args:
@@ -120,9 +133,10 @@ def time_top_k(
         top_k: candidates to time.
         steps: timed steps per candidate.
     """
-    dims = plan.settings["widths"]
+    timed = [plan.rows[i].candidate for i in timed_indices(plan.rows, top_k, per_mode=True)]
+    seconds = time_candidates(timed, parts, plan.settings["widths"], steps)
 
     def measure(candidate: Candidate) -> float:
-        return time_candidate(candidate, parts[candidate.method], dims, steps)
+        return seconds[candidate.name]
 
     return select(plan.rows, measure, top_k, {**plan.settings, "top_k": top_k}, per_mode=True)

@@ -45,32 +45,94 @@ def graph_memory_bytes(num_nodes: float, num_edges: float, features: float = 0) 
 
 
 def available_memory_bytes() -> int:
-    """Bytes this process can still allocate: ``MemAvailable`` of ``/proc/meminfo``, lowered to
-    the cgroup's remaining ``memory.max`` in a container; ``psutil`` where ``/proc`` is missing."""
-    available = None
+    """Bytes this process can still allocate: the least of ``MemAvailable`` (``/proc/meminfo``;
+    ``psutil`` where ``/proc`` is missing), the headroom under its address-space limit
+    (``RLIMIT_AS``, ``ulimit -v``) and what its cgroups (v2 ``memory.max``, every level up to
+    the root; v1 ``memory.limit_in_bytes``) still allow."""
+    candidates = [_mem_available(), _address_space_headroom(), *_cgroup_headroom()]
+    known = [c for c in candidates if c is not None]
+    return max(0, min(known)) if known else 1 << 62
+
+
+def _mem_available() -> int | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
-                available = int(line.split()[1]) * 1024
-                break
-    except OSError:
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
         pass
-    if available is None:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:  # pragma: no cover - psutil is a dependency of our dependencies
+        return None
+
+
+def _address_space_headroom() -> int | None:
+    """``RLIMIT_AS`` minus the address space already mapped (``VmSize``); ``None`` unlimited."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    mapped = 0
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                mapped = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError, IndexError):
         try:
             import psutil
 
-            available = int(psutil.virtual_memory().available)
-        except ImportError:  # pragma: no cover - psutil is a dependency of our dependencies
-            return 1 << 62
-    cgroup = Path("/sys/fs/cgroup")
+            mapped = int(psutil.Process().memory_info().vms)
+        except ImportError:  # pragma: no cover
+            pass
+    return soft - mapped
+
+
+def _cgroup_headroom(root: Path = Path("/sys/fs/cgroup")) -> list[int]:
+    """``limit − usage`` of every cgroup level of this process that has a memory limit: its own
+    cgroup and each ancestor, v2 (``memory.max``/``memory.current``) and v1 (the ``memory``
+    controller's ``memory.limit_in_bytes``/``memory.usage_in_bytes``)."""
+    paths = {"v2": "/", "v1": "/"}
     try:
-        limit = (cgroup / "memory.max").read_text().strip()
-        if limit.isdigit():
-            used = int((cgroup / "memory.current").read_text())
-            available = min(available, max(0, int(limit) - used))
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if controllers == "":
+                paths["v2"] = path
+            elif "memory" in controllers.split(","):
+                paths["v1"] = path
     except (OSError, ValueError):
         pass
-    return available
+    found = []
+    for mount, path, files in (
+        (root, paths["v2"], ("memory.max", "memory.current")),
+        (root / "memory", paths["v1"], ("memory.limit_in_bytes", "memory.usage_in_bytes")),
+    ):
+        level = mount / path.strip("/")
+        if not level.is_dir():  # a cgroup namespace shows its own root as the mount point
+            level = mount
+        while True:
+            limit, usage = _read_int(level / files[0]), _read_int(level / files[1])
+            if limit is not None and usage is not None and limit < 1 << 60:
+                found.append(limit - usage)
+            if level == mount or mount not in level.parents:
+                break
+            level = level.parent
+    return found
+
+
+def _read_int(file: Path) -> int | None:
+    """The integer in ``file``; ``None`` if absent or not a number (``max``)."""
+    try:
+        text = file.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def _size(num_bytes: float) -> str:

@@ -18,7 +18,8 @@ installed, one compiled loop per hop that gives the same samples
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import numbers
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -265,6 +266,27 @@ class SampledSubgraph:
     num_sampled_edges: list[int]
 
 
+def check_fanouts(name: str, fanouts: Sequence[int]) -> list[int]:
+    """``fanouts`` as a list of ints, one per hop, each ``-1`` (all in-neighbours) or ``>= 1``.
+
+    Raises:
+        ValueError: not a non-empty list (e.g. a bare ``5``), or a fan-out that is ``0``, below
+            ``-1`` or not an integer (``1.5``).
+    """
+    valid = isinstance(fanouts, Sequence) and not isinstance(fanouts, str) and len(fanouts) > 0
+    if valid:
+        valid = all(
+            isinstance(k, numbers.Integral) and not isinstance(k, bool) and (k == -1 or k >= 1)
+            for k in fanouts
+        )
+    if not valid:
+        raise ValueError(
+            f"{name} must be a non-empty list of fan-outs per hop, each an integer >= 1 or -1 "
+            f"for all in-neighbours, e.g. [25, 10] (got {fanouts!r})"
+        )
+    return [int(k) for k in fanouts]
+
+
 class NeighborSampler:
     """Multi-hop uniform neighbour sampling (GraphSAGE), one vectorised step per hop.
 
@@ -279,11 +301,7 @@ class NeighborSampler:
     """
 
     def __init__(self, num_neighbors: list[int], replace: bool = False) -> None:
-        if not num_neighbors or any(int(k) < -1 or int(k) == 0 for k in num_neighbors):
-            raise ValueError(
-                f"num_neighbors must be a non-empty list of positive fan-outs or -1 (got {num_neighbors!r})"
-            )
-        self.num_neighbors = [int(k) for k in num_neighbors]
+        self.num_neighbors = check_fanouts("num_neighbors", num_neighbors)
         self.replace = replace
         self._table: Tensor | None = None
 

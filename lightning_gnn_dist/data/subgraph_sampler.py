@@ -198,12 +198,7 @@ def make_sampler(
     Raises:
         ValueError: unknown name (the message lists the known ones) or bad settings.
     """
-    try:
-        cls = SUBGRAPH_SAMPLERS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown subgraph sampler {name!r}; choose one of: {', '.join(sorted(SUBGRAPH_SAMPLERS))}"
-        ) from None
+    cls = SUBGRAPH_SAMPLERS[check_sampler_name(name)]
     return cls(num_nodes, size, seed, edge_index=edge_index, **options)
 
 
@@ -217,13 +212,37 @@ def induced_subgraph(edge_index: Tensor, num_nodes: int, batch: Tensor) -> Tenso
     return torch.stack([src[keep], dst[keep]])
 
 
+def check_subgraph_size(size: int | float) -> int | float:
+    """``size`` if it is a vertex count (an ``int`` >= 1) or a fraction of the graph (a
+    ``float`` in ``(0, 1)``); anything else (``0``, ``-5``, ``1.5``, ``1e9``, ``nan``) raises
+    ``ValueError``. Whether a count fits the graph is checked once the graph is known."""
+    is_int = isinstance(size, int) and not isinstance(size, bool)
+    if (is_int and size >= 1) or (isinstance(size, float) and 0.0 < size < 1.0):
+        return size
+    raise ValueError(
+        f"subgraph_size must be a vertex count (an integer >= 1) or a fraction of the graph in "
+        f"(0, 1) (got {size!r})"
+    )
+
+
+def check_sampler_name(name: str) -> str:
+    """``name`` if a subgraph sampler is registered under it (the message lists them)."""
+    if not isinstance(name, str) or name not in SUBGRAPH_SAMPLERS:
+        raise ValueError(
+            f"unknown subgraph sampler {name!r}; choose one of: {', '.join(sorted(SUBGRAPH_SAMPLERS))}"
+        )
+    return name
+
+
 def subgraph_vertices(size: int | float, num_nodes: int) -> int:
     """Batch size in vertices: ``size`` itself, or ``round(size * num_nodes)`` when ``0 < size < 1``
     (a fraction of the graph)."""
-    if isinstance(size, float) and 0.0 < size < 1.0:
+    check_subgraph_size(size)
+    if isinstance(size, float):
         return max(1, round(size * num_nodes))
-    if size != int(size) or int(size) < 1:
+    if size > num_nodes:
         raise ValueError(
-            f"subgraph_size must be a vertex count >= 1 or a fraction in (0, 1) (got {size!r})"
+            f"subgraph_size={size} vertices is more than the graph's {num_nodes}; pick at most "
+            "the graph's vertex count, or a fraction in (0, 1)"
         )
-    return int(size)
+    return size

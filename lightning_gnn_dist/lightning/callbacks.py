@@ -47,6 +47,18 @@ def _strategy_and_store(trainer: pl.Trainer):
     return strategy, trainer.datamodule.store
 
 
+def _training_traffic(trainer: pl.Trainer):
+    """``(counter, exchange, graph_store)`` of the training traffic: the halo exchange's counter
+    and mode, or with ``loader="neighbor"`` the loader's (sampling requests and responses,
+    feature rows fetched; no exchange runs in the model, so there is no prediction) and its
+    graph store (cache hits)."""
+    strategy, _ = _strategy_and_store(trainer)
+    loaders = getattr(trainer.datamodule, "neighbor_loaders", None)
+    if getattr(strategy, "data_parallel", False) and loaders is not None:
+        return loaders.store.counter, None, loaders.store
+    return strategy.comm_counters["train"], strategy.graph_context.exchange, None
+
+
 def rank_timing(compute_seconds: np.ndarray, wait_seconds: np.ndarray) -> dict[str, float]:
     """The critical path of one epoch from every rank's seconds: ``comm/compute_seconds_max``,
     ``comm/compute_seconds_mean``, ``comm/wait_seconds_max``, ``comm/wait_seconds_mean`` and
@@ -92,6 +104,11 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     With ``exchange="rdm"`` the records are redistributions (``forward``/``backward``) and panel
     exchanges (``forward-panel``/``backward-panel``) of each layer, their ``rows`` are elements,
     and ``predicted_bytes_total`` is the plan's prediction of the orders that ran.
+    With ``loader="neighbor"`` the traffic is the loader's, per rank: ``sampling``
+    request/response (the frontiers sent to their owners and the sampled edges back),
+    ``features`` request/response (remote rows fetched; ``features.ids`` their ids and labels),
+    ``control`` (per-peer sizes), and ``comm/features/cache_hit_rows_total``/``_max`` (rows the
+    loader's cache served); ``predicted_bytes_total`` is ``-1`` (sampling has no prediction).
 
     With the ``cached`` exchange, ``predicted_bytes_total`` is what the exact base mode would
     move, direction ``control`` holds the flag all-reduce, and per layer and direction it also
@@ -121,11 +138,13 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         self._step_seconds = 0.0
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        strategy, _ = _strategy_and_store(trainer)
-        strategy.comm_counters["train"].reset()
-        reset = getattr(strategy.graph_context.exchange, "reset_statistics", None)
+        counter, exchange, graph_store = _training_traffic(trainer)
+        counter.reset()
+        reset = getattr(exchange, "reset_statistics", None)
         if reset is not None:
             reset()
+        if graph_store is not None:
+            self._cache_hits_before = graph_store.cache_hit_rows
         self._step_seconds = 0.0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
@@ -135,8 +154,9 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         self._step_seconds += time.perf_counter() - self._step_start
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        strategy, store = _strategy_and_store(trainer)
-        items = strategy.comm_counters["train"].items()
+        _, store = _strategy_and_store(trainer)
+        counter, mode, graph_store = _training_traffic(trainer)
+        items = counter.items()
         local = torch.tensor(
             [[getattr(t, f) for f in _FIELDS] for _, _, t in items] or [[0.0] * len(_FIELDS)],
             dtype=torch.float64,
@@ -154,24 +174,22 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         step_seconds = gathered[:, -1]
         peer_matrix = gathered[:, -1 - world : -1]
         stats = gathered[:, : -1 - world].view(world, -1, len(_FIELDS))
-        mode = strategy.graph_context.exchange  # its predicted_rows_sent knows the mode
         metrics = store.metrics
         comm_seconds = torch.zeros(trainer.world_size, dtype=torch.float64)
         predicted_matrix = np.zeros((world, world))
         logged: dict[str, float] = {}
-        counter = strategy.comm_counters["train"]
         for i, (layer, direction, traffic) in enumerate(items):
             per_rank = {f: stats[:, i, k] for k, f in enumerate(_FIELDS)}
             # rdm records its prediction as it runs (it depends on the order in use)
-            recorded = counter.predicted_peer_bytes(layer, direction)
-            predicted = (
-                mode.predicted_bytes_sent(metrics, layer, direction, traffic)
-                if recorded is None
-                else recorded.sum(axis=1)
-            )
-            if getattr(trainer.datamodule, "loader", "full") == "subgraph":
-                # Each batch has its own plan: BatchCommunicationMonitor predicts per batch.
+            recorded = None if mode is None else counter.predicted_peer_bytes(layer, direction)
+            if mode is None or getattr(trainer.datamodule, "loader", "full") == "subgraph":
+                # Sampled traffic has no prediction; a subgraph batch has a plan of its own
+                # (BatchCommunicationMonitor predicts per batch).
                 predicted = np.array([-1])
+            elif recorded is not None:
+                predicted = recorded.sum(axis=1)
+            else:
+                predicted = mode.predicted_bytes_sent(metrics, layer, direction, traffic)
             # what the same rows would have moved as fp32 (4 bytes per element)
             fp32_bytes = int(per_rank["rows_sent"].sum()) * traffic.width * 4
             if direction == "control":  # flags and codec agreement: never encoded
@@ -192,7 +210,7 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
                 "seconds_max": float(per_rank["seconds"].max()),
             }
             comm_seconds += per_rank["seconds"]
-            pair_rows = mode.predicted_peer_rows(metrics, direction)
+            pair_rows = None if mode is None else mode.predicted_peer_rows(metrics, direction)
             if recorded is not None and predicted_matrix is not None:
                 predicted_matrix = predicted_matrix + recorded
             elif pair_rows is None or traffic.bytes_sent_to is None:
@@ -231,11 +249,25 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
                 "compute_seconds": compute_seconds.numpy(),
             }
         )
-        logged.update(self._cache_statistics(trainer, pl_module, strategy.graph_context.exchange))
+        logged.update(self._cache_statistics(trainer, pl_module, mode))
+        if graph_store is not None:
+            logged.update(self._cache_hits(trainer, pl_module, graph_store))
         self.last_logged = logged
         if trainer.is_global_zero:  # values are already global: no per-key sync needed
             for logger in trainer.loggers:
                 logger.log_metrics(logged, step=trainer.current_epoch)
+
+    def _cache_hits(self, trainer, pl_module, graph_store) -> dict[str, float]:
+        """Neighbour loader: feature rows served from each rank's cache this epoch
+        (``comm/features/cache_hit_rows_total``, ``_max`` per rank)."""
+        hits = graph_store.cache_hit_rows - getattr(self, "_cache_hits_before", 0)
+        local = torch.tensor([float(hits)], dtype=torch.float64, device=pl_module.device)
+        gathered = pl_module.all_gather(local).cpu().view(trainer.world_size)
+        self.rank_history[-1]["cache_hit_rows"] = gathered.numpy()
+        return {
+            "comm/features/cache_hit_rows_total": float(gathered.sum()),
+            "comm/features/cache_hit_rows_max": float(gathered.max()),
+        }
 
     def _cache_statistics(self, trainer, pl_module, exchange) -> dict[str, float]:
         """Cache statistics of every rank (``cached`` mode), merged; ``{}`` for exact modes."""
@@ -330,8 +362,15 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         return [r for r in self.history if r["epoch"] == epoch]
 
     def table(self) -> Table:
-        """Rich table of the last epoch: measured vs predicted bytes per layer and direction."""
-        table = Table(title="halo exchange per training epoch (all ranks)")
+        """Rich table of the last epoch: measured vs predicted bytes per layer and direction
+        (the loader's sampling and feature traffic with ``loader="neighbor"``)."""
+        hits = self.last_logged.get("comm/features/cache_hit_rows_total")
+        table = Table(
+            title="halo exchange per training epoch (all ranks)"
+            if hits is None
+            else "neighbour loader traffic per training epoch (all ranks)",
+            caption=None if hits is None else f"feature rows served from the cache: {hits:,.0f}",
+        )
         for header in (
             "layer",
             "direction",
@@ -350,6 +389,7 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             )
         for r in self.last_epoch():
             fp32 = r.get("fp32_bytes_total", 0)
+            predicted = r["predicted_bytes_total"]  # -1: sampled traffic, no prediction
             table.add_row(
                 r["layer"],
                 r["direction"],
@@ -357,8 +397,8 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
                 r.get("codec", "fp32"),
                 f"{r['bytes_total']:,}",
                 f"{r['bytes_total'] / fp32:.3f}" if fp32 else "-",
-                f"{r['predicted_bytes_total']:,}",
-                "yes" if r["bytes_total"] == r["predicted_bytes_total"] else "NO",
+                f"{predicted:,}" if predicted >= 0 else "-",
+                "-" if predicted < 0 else "yes" if r["bytes_total"] == predicted else "NO",
                 f"{r['bytes_max']:,}",
                 str(r["messages_max"]),
                 f"{r['seconds_max']:.4f}",

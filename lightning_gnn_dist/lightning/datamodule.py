@@ -15,10 +15,14 @@ from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.eval_batch import split_first
 from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.data.sampler import check_fanouts
+from lightning_gnn_dist.data.subgraph_sampler import check_sampler_name, check_subgraph_size
 from lightning_gnn_dist.lightning.compat import LightningNeutral
 from lightning_gnn_dist.loaders.neighbor import NeighborLoader, NeighborLoaders
 from lightning_gnn_dist.loaders.subgraph import SubgraphLoader
 from lightning_gnn_dist.partition.store import FORMAT_VERSION, PartitionStore, PartitionStoreError
+from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
+from lightning_gnn_dist.utils.checks import check_bool, check_int
 
 if TYPE_CHECKING:
     from lightning_gnn_dist.costmodel.plan import Plan
@@ -26,6 +30,50 @@ if TYPE_CHECKING:
 LOADERS = ("full", "neighbor", "subgraph")
 AUTO = "auto"
 PLAN_FILE = "plan.json"
+
+_LOADER_OPTIONS: dict[str, tuple[tuple[str, ...], object]] = {
+    # option: (loaders it applies to, its default)
+    "num_neighbors": (("neighbor",), None),
+    "batch_size": (("neighbor",), 1),
+    "shuffle": (("neighbor",), False),
+    "replace": (("neighbor",), False),
+    "eval_num_neighbors": (("neighbor",), None),
+    "eval_loader": (("neighbor",), "neighbor"),
+    "cache_size": (("neighbor",), 0),
+    "prefetch": (("neighbor",), False),
+    "subgraph_sampler": (("subgraph",), "uniform"),
+    "subgraph_size": (("subgraph",), None),
+    "steps_per_epoch": (("subgraph",), None),
+    "subgraph_seed": (("subgraph",), 0),
+}
+"""Loader-specific options: given with another loader (and not at their default), they would
+be ignored, so they are refused."""
+
+
+def _check_options(loader: str, eval_loader: str, given: dict[str, Any], method: str) -> None:
+    """Types and ranges of the options that need no graph, and no option for another loader."""
+    if loader not in LOADERS:
+        raise ValueError(f"undefined loader option {loader!r}; choose one of {LOADERS}")
+    if eval_loader not in ("neighbor", "full"):
+        raise ValueError(
+            f"undefined eval_loader option {eval_loader!r}; choose 'neighbor' or 'full'"
+        )
+    check_int("batch_size", given["batch_size"], 1)
+    check_int("cache_size", given["cache_size"], 0)
+    check_int("subgraph_seed", given["subgraph_seed"], 0)
+    if given["steps_per_epoch"] is not None:
+        check_int("steps_per_epoch", given["steps_per_epoch"], 1)
+    check_sampler_name(given["subgraph_sampler"])
+    for name in ("shuffle", "replace", "prefetch"):
+        check_bool(name, given[name])
+    shared = ("subgraph_sampler", "subgraph_size") if method == "stochastic-hypergraph" else ()
+    for name, (loaders, default) in _LOADER_OPTIONS.items():
+        value = given[name]
+        if loader not in loaders and name not in shared and value != default:
+            raise ValueError(
+                f"{name}={value!r} applies to loader={loaders[0]!r} only (got loader={loader!r}); "
+                "drop it or change the loader"
+            )
 
 
 class FullGraphLoader:
@@ -158,18 +206,20 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         from lightning_gnn_dist.costmodel.plan import check_plan_options
         from lightning_gnn_dist.partition import get_partitioner
 
-        if loader not in LOADERS:
-            raise ValueError(f"undefined loader option {loader!r}; choose one of {LOADERS}")
-        if loader == "neighbor" and not num_neighbors:
+        given = {k: v for k, v in locals().items() if k in _LOADER_OPTIONS}
+        _check_options(loader, eval_loader, given, method)
+        if loader == "neighbor" and num_neighbors is None:
             raise ValueError("loader='neighbor' needs num_neighbors, e.g. [25, 10]")
         if loader == "subgraph" and subgraph_size is None:
             raise ValueError("loader='subgraph' needs subgraph_size (vertices, or a fraction < 1)")
-        if steps_per_epoch is not None and steps_per_epoch < 1:
-            raise ValueError(f"steps_per_epoch must be >= 1 (got {steps_per_epoch})")
-        if eval_loader not in ("neighbor", "full"):
-            raise ValueError(
-                f"undefined eval_loader option {eval_loader!r}; choose 'neighbor' or 'full'"
-            )
+        if num_neighbors is not None:
+            num_neighbors = check_fanouts("num_neighbors", num_neighbors)
+        if eval_num_neighbors is not None:
+            eval_num_neighbors = check_fanouts("eval_num_neighbors", eval_num_neighbors)
+        if subgraph_size is not None:
+            check_subgraph_size(subgraph_size)
+        if num_parts is not None:
+            check_int("num_parts", num_parts, 1)
         self.loader, self.eval_loader = loader, eval_loader
         self._eval_views: dict = {}
         self.neighbor_options = dict(
@@ -204,6 +254,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
                 )
             self.plan_options = check_plan_options(plan_options)
             self.partitioner = None  # the plan's method, once known (_use_plan)
+            self.partition_kind = "vertex"  # every candidate is a vertex partition
         else:
             if plan_options is not None:
                 raise ValueError(
@@ -211,8 +262,15 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
                     "them or set method='auto'"
                 )
             self.partitioner = get_partitioner(method, seed=seed, epsilon=epsilon, **options)
-        if num_parts is not None and num_parts < 1:
-            raise ValueError(f"num_parts must be >= 1 (got {num_parts})")
+            self.partition_kind = self.partitioner.kind
+        if self.partition_kind != "vertex" and loader != "full":
+            raise ValueError(
+                f"loader={loader!r} samples from a vertex partition, but method={method!r} makes "
+                f"a {self.partition_kind} partition; use loader='full' (exchange cd-0, cd-<r> or 0c) or a "
+                "vertex method (hypergraph, metis, random, ...)"
+            )
+        if self.partition_kind == "vertex-cut" and num_parts is not None:
+            check_int("num_parts", num_parts, 1, MAX_VERTEX_CUT_PARTS)
         self.dataset, self.method, self.num_parts = dataset, method, num_parts
         self.root, self.seed, self.epsilon, self.store_dir = root, seed, epsilon, store
         self.verify_dataset, self.force = verify_dataset, force
@@ -475,8 +533,9 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         for key in ("train_mask", "val_mask", "test_mask"):
             self.batch[f"num_{key.split('_')[0]}_global"] = self.global_mask_count(key)
         if self.loader == "neighbor":
+            timeout = getattr(getattr(self.trainer, "strategy", None), "_timeout", None)
             self.neighbor_loaders = _neighbor_loaders(
-                part, store.meta["mask_counts"], self.cache_size, self.neighbor_options
+                part, store.meta["mask_counts"], self.cache_size, self.neighbor_options, timeout
             )
 
     # -- metadata available on every rank without the graph --------------------------------
@@ -596,16 +655,17 @@ def _rank_zero_plan(plan: Plan) -> Plan:
 
 
 def _neighbor_loaders(
-    part: LocalPartition, mask_counts: dict, cache_size: int, options: dict
+    part: LocalPartition, mask_counts: dict, cache_size: int, options: dict, timeout=None
 ) -> NeighborLoaders:
     """This rank's neighbour loaders; collective when a process group exists (every rank runs
-    ``setup`` together). Prefetching samples from a thread, so it gets its own group."""
+    ``setup`` together). Prefetching samples from a thread, so it gets its own group, with the
+    strategy's collective ``timeout`` (a ``timedelta``; torch's default would be 30 minutes)."""
     import torch.distributed as dist
 
     from lightning_gnn_dist.loaders.graph_store import PartitionedGraphStore
 
     group = None
     if dist.is_available() and dist.is_initialized() and options["prefetch"]:
-        group = dist.new_group(backend="gloo")
+        group = dist.new_group(backend="gloo", timeout=timeout)
     store = PartitionedGraphStore(part, group=group, cache_size=cache_size)
     return NeighborLoaders(store, mask_counts, **options)

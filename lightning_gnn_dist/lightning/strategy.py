@@ -6,6 +6,7 @@ start the processes themselves), ``gnn_ddp_spawn`` and ``gnn_ddp_fork``.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import warnings
@@ -16,19 +17,28 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
+from lightning_fabric.plugins.environments import SLURMEnvironment
 from lightning_fabric.utilities.distributed import _init_dist_connection
 from lightning_fabric.utilities.seed import reset_seed
 from torch import Tensor
 from torch_geometric.data import Data
 
-from lightning_gnn_dist.comm.base import HaloExchange, make_exchange, resolve_exchange_mode
-from lightning_gnn_dist.comm.cached import check_cache_options
+from lightning_gnn_dist.comm.base import (
+    EXCHANGE_MODES,
+    HaloExchange,
+    make_exchange,
+    resolve_exchange_mode,
+)
 from lightning_gnn_dist.comm.codec import ADAPTIVE, DEFAULT_TOLERANCE, CodecPolicy
 from lightning_gnn_dist.comm.counters import CommCounter
-from lightning_gnn_dist.comm.rdm import check_codec_option, check_order_option
+from lightning_gnn_dist.comm.rdm import check_codec_option
 from lightning_gnn_dist.data.local import LocalPartition
-from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral
-from lightning_gnn_dist.lightning.launcher import GNNSubprocessLauncher
+from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral, lightning_classes
+from lightning_gnn_dist.lightning.launcher import (
+    GNNMultiProcessingLauncher,
+    GNNSubprocessLauncher,
+    Termination,
+)
 from lightning_gnn_dist.lightning.resume import (
     CHECKPOINT_KEY,
     FORMAT_VERSION,
@@ -39,10 +49,16 @@ from lightning_gnn_dist.lightning.resume import (
 )
 from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
 from lightning_gnn_dist.nn.distribute import distribute
+from lightning_gnn_dist.nn.sampled import SampledBatchContext
+from lightning_gnn_dist.nn.vertex_cut import check_reductions
+from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
+from lightning_gnn_dist.utils.checks import check_choice, check_keywords
 
 STAGES = ("train", "validate", "test", "predict")
 AUTO = "auto"
 log = logging.getLogger(__name__)
+GNN_STRATEGIES = {"gnn_ddp": "popen", "gnn_ddp_spawn": "spawn", "gnn_ddp_fork": "fork"}
+"""Registered strategy names and their start methods."""
 
 
 class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
@@ -98,8 +114,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         start_method (str): ``"popen"``, ``"spawn"`` or ``"fork"``. (default: ``"popen"``)
         cache_base, staleness, staleness_bound, cache_backward, grad_clip: options of the
             ``cached`` exchange, see :class:`~lightning_gnn_dist.comm.cached.CachedExchange`
-            (defaults ``"p2p"``, ``"epoch-fixed"``, ``1.0``, ``"drop"``, ``None``); ignored by
-            the other modes.
+            (defaults ``"p2p"``, ``"epoch-fixed"``, ``1.0``, ``"drop"``, ``None``). An option
+            the chosen exchange does not take is refused unless it keeps its default.
         codec (str or dict): how exchanged rows travel in training steps, in every exchange mode
             and (``loader="neighbor"``) in the loader's remote feature fetch: ``"fp32"``
             (exact, as without a codec), ``"fp16"``, ``"bf16"`` (2 bytes per element),
@@ -120,8 +136,14 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         replication (int, optional): ``exchange="rdm"``: ranks per row panel of ``Â`` (a
             divisor of the world size; ``None`` = every rank holds all of ``Â``). (default:
             ``None``)
-        **kwargs: passed to :class:`DDPStrategy` (``process_group_backend``, ``cluster_environment``,
-            ...). gloo is used on CPU, NCCL on GPU.
+        **kwargs: :class:`DDPStrategy`'s own strategy arguments (:data:`DDP_STRATEGY_OPTIONS`:
+            ``process_group_backend``, ``cluster_environment``, ...). gloo is used on CPU, NCCL
+            on GPU. There is no ``DistributedDataParallel`` wrapper, so its options
+            (``find_unused_parameters``, ``ddp_comm_hook``, ...) are refused, as is any unknown
+            name (the error lists the valid ones).
+
+    Every argument is checked here, before any process starts: a bad value or an unknown name
+    raises one ``ValueError`` naming it.
     """
 
     def __init__(
@@ -151,40 +173,46 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                     "(GraphPartitionDataModule(plan_options={'allow_stale': True}) lets the plan "
                     "pick a lossy codec)"
                 )
+            exchange_class = None  # the plan's, in setup (_apply_plan)
         else:
-            resolve_exchange_mode(exchange)  # raises ValueError listing the known modes
-        if loss_reduction not in ("mean", "sum"):
-            raise ValueError(f"loss_reduction must be 'mean' or 'sum' (got {loss_reduction!r})")
+            exchange_class, _ = resolve_exchange_mode(exchange)  # ValueError listing the modes
+        # A parser (the LightningCLI) passes every DDP argument at its default: those are
+        # dropped; a changed one is refused, it would have no effect.
+        wrapper = {k: v for k, v in kwargs.items() if k in DDP_WRAPPER_OPTIONS}
+        kwargs = {k: v for k, v in kwargs.items() if k not in wrapper}
+        changed = {
+            k: _NO_WRAPPER for k, v in wrapper.items() if not _same(v, DDP_WRAPPER_OPTIONS[k])
+        }
+        own = [
+            p
+            for p in inspect.signature(GNNStrategy.__init__).parameters
+            if p not in ("self", "kwargs")
+        ]
+        check_keywords(
+            "GNNStrategy", [*changed, *kwargs], own + list(DDP_STRATEGY_OPTIONS), changed
+        )
+        check_choice("loss_reduction", loss_reduction, ("mean", "sum"))
+        check_choice("start_method", start_method, ("popen", "spawn", "fork", "forkserver"))
         timeout = _seconds("timeout", timeout)
         self.startup_timeout = _seconds("startup_timeout", startup_timeout)
-        super().__init__(timeout=timeout, start_method=start_method, **kwargs)
-        self.exchange_mode = exchange
-        self.exchange_options: dict[str, Any] = {}
-        self._cached_defaults = {
+        given = {
             "cache_base": cache_base,
             "staleness": staleness,
             "staleness_bound": staleness_bound,
             "cache_backward": cache_backward,
             "grad_clip": grad_clip,
+            "rdm_order": rdm_order,
+            "replication": replication,
         }
-        if exchange == "cached":
-            check_cache_options(cache_base, staleness, staleness_bound, cache_backward, grad_clip)
-            self.exchange_options = {
-                "cache_base": cache_base,
-                "staleness": staleness,
-                "staleness_bound": staleness_bound,
-                "cache_backward": cache_backward,
-                "grad_clip": grad_clip,
-            }
+        self._given_options = given
+        self.exchange_options = (
+            {} if exchange_class is None else exchange_options(exchange, exchange_class, given)
+        )
+        super().__init__(timeout=timeout, start_method=start_method, **kwargs)
+        self.exchange_mode = exchange
         self.codec_policy = CodecPolicy(codec, tolerance=codec_tolerance)  # validates the spec
         if exchange == "rdm":
             check_codec_option(self.codec_policy)
-            check_order_option(rdm_order)
-            if replication is not None and (not isinstance(replication, int) or replication < 1):
-                raise ValueError(
-                    f"replication must be a positive number of ranks per panel (got {replication!r})"
-                )
-            self.exchange_options = {"order": rdm_order, "replication": replication}
         self.loss_reduction = loss_reduction
         self.comm_counters = {stage: CommCounter() for stage in STAGES}
         self.graph_context: GraphContext | None = None
@@ -206,9 +234,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 self.num_processes,
                 self.num_nodes,
                 wait_s=self._timeout.total_seconds(),
+                check=self.check_launch,
             )
             return
-        super()._configure_launcher()
+        launcher = GNNMultiProcessingLauncher.for_namespace(self._lightning_namespace)
+        self._launcher = launcher(self, start_method=self._start_method)
 
     def setup_distributed(self) -> None:
         # DDPStrategy.setup_distributed, except that the processes first join under
@@ -216,12 +246,78 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         # a loaded machine) and every collective (including gloo's point-to-point waits).
         reset_seed()
         self.set_world_ranks()
+        environment = self.cluster_environment
+        requeue = isinstance(environment, SLURMEnvironment) and environment.auto_requeue
+        Termination.install(self.global_rank, requeue)  # SIGTERM ends this rank at once
         self._process_group_backend = self._get_process_group_backend()
         kwargs: dict[str, Any] = {"timeout": self._timeout}
         if not dist.is_initialized():
             kwargs["store"] = _join(self.cluster_environment, self.startup_timeout, self._timeout)
         kwargs["device_id"] = self.root_device if self.root_device.type != "cpu" else None
         _init_dist_connection(self.cluster_environment, self._process_group_backend, **kwargs)
+
+    # -- what runs together --------------------------------------------------------------------
+    def check_datamodule(self, datamodule, world_size: int | None = None) -> None:
+        """Refuse a datamodule this strategy cannot train exactly as asked (before any process
+        starts: the launchers and the command line call it; ``setup`` again on every rank).
+
+        Checks that the exchange runs on the datamodule's partition kind, that the loader uses
+        the exchange (``cached`` caches nothing across sampled batches; the neighbour loader
+        runs the exchange only for ``eval_loader="full"``), and that the parts fit the world
+        size and the vertex cut's limit.
+
+        Raises:
+            ValueError: naming the option and what to change.
+        """
+        loader = getattr(datamodule, "loader", None)
+        kind = getattr(datamodule, "partition_kind", None)
+        if loader is None or kind is None:
+            return  # not a GraphPartitionDataModule: setup() checks what it can
+        if self.exchange_mode == AUTO:  # before setup: the plan is not read yet
+            if datamodule.method != AUTO:
+                raise ValueError(
+                    "exchange='auto' runs the plan that GraphPartitionDataModule(method='auto', "
+                    f"plan_options={{'widths': [...]}}) stores; method={datamodule.method!r} "
+                    "stores none: use method='auto' (plan_options={'methods': [...]} keeps a "
+                    "method) or name the exchange"
+                )
+            exchange_class, _ = resolve_exchange_mode("p2p")  # every plan's kind and loader
+        else:
+            exchange_class, _ = resolve_exchange_mode(self.exchange_mode)
+        if exchange_class.partition_kind != kind:
+            raise ValueError(
+                f"exchange={self.exchange_mode!r} runs on a {exchange_class.partition_kind} "
+                f"partition, but method={datamodule.method!r} makes a {kind} partition; use exchange "
+                f"{' or '.join(repr(m) for m in _modes_of_kind(kind))}, or another method"
+            )
+        if loader in ("neighbor", "subgraph") and self.exchange_mode not in ("p2p", "broadcast"):
+            why = (
+                "caches nothing across sampled batches (each has its own plan)"
+                if self.exchange_mode == "cached"
+                else "does not apply to sampled batches"
+            )
+            raise ValueError(
+                f"exchange={self.exchange_mode!r} with loader={loader!r}: it {why}; use "
+                "exchange='p2p' or 'broadcast', or loader='full'"
+            )
+        parts = datamodule.num_parts if datamodule.num_parts is not None else world_size
+        if world_size is not None and parts != world_size:
+            raise ValueError(
+                f"num_parts={parts} but {world_size} processes run (devices x num_nodes); every "
+                "process owns one part: set num_parts to the world size or leave it unset"
+            )
+        if kind == "vertex-cut" and parts is not None and parts > MAX_VERTEX_CUT_PARTS:
+            raise ValueError(
+                f"a vertex cut has at most {MAX_VERTEX_CUT_PARTS} parts, but {parts} processes "
+                "run; use fewer processes or a vertex partition"
+            )
+
+    def check_launch(self, args: tuple) -> None:
+        """:meth:`check_datamodule` on the datamodule among a ``Trainer`` entry point's
+        arguments, for the world size the launcher is about to start."""
+        for arg in args:
+            if hasattr(arg, "partition_kind") and hasattr(arg, "loader"):
+                self.check_datamodule(arg, self.num_nodes * self.num_processes)
 
     # -- setup --------------------------------------------------------------------------------
     def _apply_plan(self, datamodule) -> None:
@@ -238,12 +334,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         options = plan.pick.strategy_options()
         self.exchange_mode = options.pop("exchange")
         self.codec_policy = CodecPolicy(options.pop("codec"), tolerance=self.codec_policy.tolerance)
-        if self.exchange_mode == "rdm":
-            self.exchange_options = {"order": options["rdm_order"], "replication": None}
-        elif self.exchange_mode == "cached":
-            self.exchange_options = {**self._cached_defaults, **options}
-        else:
-            self.exchange_options = {}
+        exchange_class, _ = resolve_exchange_mode(self.exchange_mode)
+        given = {**self._given_options, **options}
+        self.exchange_options = exchange_options(self.exchange_mode, exchange_class, given)
         if self.is_global_zero:
             log.info("exchange='auto': %s (%s)", plan.pick.name, plan.reason)
 
@@ -251,6 +344,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         datamodule = trainer.datamodule
         if self.requested_exchange == AUTO:
             self._apply_plan(datamodule)
+        self.check_datamodule(datamodule, self.world_size)
         partition: LocalPartition | None = getattr(datamodule, "local_partition", None)
         if partition is None:
             raise ValueError(
@@ -269,14 +363,17 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 "halo exchange such as exchange='p2p'"
             )
         if loader == "neighbor":
-            # Sampling and feature fetch happen in the loader; the model sees a local batch.
-            # Its layers are still made distributed: outside a graph context they are the PyG
-            # layers, inside one (eval_loader="full") they exchange halo rows.
+            # Sampling and feature fetch happen in the loader; the model sees a complete local
+            # batch (a SampledBatchContext: global degrees, synchronised batch norms). With
+            # eval_loader="full" evaluation runs on the whole part with the halo exchange.
             self.data_parallel = True
             self._eval_contexts: dict[str, GraphContext] = {}
             self._set_fetch_codec(datamodule)
             self._restore_rank_state(trainer, None)
-            distribute(self.lightning_module)
+            full_eval = getattr(datamodule, "eval_loader", "neighbor") == "full"
+            distribute(
+                self.lightning_module, ("neighbor", "vertex") if full_eval else ("neighbor",)
+            )
             super().setup(trainer)
             return
         distribute(self.lightning_module)
@@ -286,6 +383,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             local = int(partition.train_mask.sum())
             self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
         self._full_loss_weight = self._loss_weight
+        kind = getattr(partition, "kind", "vertex")
+        distribute(self.lightning_module, (kind,))
+        check_reductions(self.lightning_module, self.graph_context.exchange)
         # distribute() already synchronised every BatchNorm (on CPU too); torch's SyncBatchNorm,
         # which Trainer(sync_batchnorm=True) would swap in, needs a GPU and would undo that.
         self._layer_sync = None
@@ -354,10 +454,24 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             self.codec_policy.load_state_dict(state["codec"])
         self._resume_rng = state["rng"]
 
+    # Lightning registers its SIGTERM handler right before a stage runs; ours takes over.
+    def on_validation_start(self) -> None:
+        super().on_validation_start()
+        Termination.take_over()
+
+    def on_test_start(self) -> None:
+        super().on_test_start()
+        Termination.take_over()
+
+    def on_predict_start(self) -> None:
+        super().on_predict_start()
+        Termination.take_over()
+
     def on_train_start(self) -> None:
         # Last, after sanity validation and model set-up, so nothing draws from the restored
         # generators before the first resumed training step.
         super().on_train_start()
+        Termination.take_over()
         if self._resume_rng is not None:
             set_rng_state(self._resume_rng)
             self._resume_rng = None
@@ -401,6 +515,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         context = self.graph_context
         if self.data_parallel:
             context = self._eval_context(stage)
+            if context is None and isinstance(batch, Data):
+                context = SampledBatchContext.from_batch(batch)
             if context is None:
                 yield
                 return
@@ -453,29 +569,28 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             return super().training_step(*args, **kwargs)
 
     def validation_step(self, *args: Any, **kwargs: Any):
-        with self._in_graph("validate"):
+        with self._in_graph("validate", args[0] if args else kwargs.get("batch")):
             return super().validation_step(*args, **kwargs)
 
     def test_step(self, *args: Any, **kwargs: Any):
-        with self._in_graph("test"):
+        with self._in_graph("test", args[0] if args else kwargs.get("batch")):
             return super().test_step(*args, **kwargs)
 
     def predict_step(self, *args: Any, **kwargs: Any):
-        with self._in_graph("predict"):
+        with self._in_graph("predict", args[0] if args else kwargs.get("batch")):
             return super().predict_step(*args, **kwargs)
 
     def teardown(self) -> None:
-        if self.graph_context is not None:  # delayed exchanges hold transfers across steps
-            self.graph_context.exchange.close()
+        context = self.graph_context
+        trainer = getattr(self._lightning_module, "_trainer", None)
+        failed = trainer is not None and trainer.state.status == "interrupted"  # a str enum
+        if context is not None and not failed:  # delayed exchanges hold transfers across steps
+            context.exchange.close()  # (after a failure they would only fail again, noisily)
         super().teardown()
 
     @classmethod
     def register_strategies(cls, strategy_registry) -> None:
-        for name, start_method in (
-            ("gnn_ddp", "popen"),
-            ("gnn_ddp_spawn", "spawn"),
-            ("gnn_ddp_fork", "fork"),
-        ):
+        for name, start_method in GNN_STRATEGIES.items():
             strategy_registry.register(
                 name,
                 cls,
@@ -518,11 +633,80 @@ def _join(environment, startup_timeout: timedelta, timeout: timedelta) -> dist.S
     return store
 
 
+DDP_STRATEGY_OPTIONS = (
+    "accelerator",
+    "parallel_devices",
+    "cluster_environment",
+    "checkpoint_io",
+    "precision_plugin",
+    "process_group_backend",
+)
+"""``DDPStrategy`` arguments that configure the processes and therefore apply here."""
+
+_NO_WRAPPER = (
+    "GNNStrategy wraps no DistributedDataParallel (the strategy sums or averages gradients "
+    "itself), so DDP's wrapper options would be ignored"
+)
+_DDP_STRATEGY_PARAMETERS = inspect.signature(
+    lightning_classes("strategies.DDPStrategy")[0].__init__
+).parameters
+DDP_WRAPPER_OPTIONS: dict[str, Any] = {
+    name: parameter.default
+    for name, parameter in [
+        *_DDP_STRATEGY_PARAMETERS.items(),
+        *inspect.signature(torch.nn.parallel.DistributedDataParallel).parameters.items(),
+    ]
+    if name.startswith(("ddp_comm", "model_averaging"))
+    or name not in ("self", "module", "kwargs", *_DDP_STRATEGY_PARAMETERS)
+}
+"""Arguments ``DDPStrategy`` would give ``DistributedDataParallel`` (or its communication
+hooks), with their defaults: refused unless they keep them (a parser passes every default)."""
+
+
+def _same(value: Any, default: Any) -> bool:
+    try:
+        return value is default or bool(value == default)
+    except Exception:  # noqa: BLE001 (a tensor or another object without a plain ==)
+        return False
+
+
+def _modes_of_kind(kind: str) -> list[str]:
+    names = sorted(m for m, c in EXCHANGE_MODES.items() if c.partition_kind == kind)
+    return [("cd-<r>" if m == "cd-r" else m) for m in names]
+
+
+def exchange_options(mode: str, exchange_class: type, given: dict[str, Any]) -> dict[str, Any]:
+    """The options of exchange ``mode`` among ``given`` (``name → value`` as passed to
+    :class:`GNNStrategy`), checked by the exchange class. An option the mode's class does not
+    take is refused unless it keeps the strategy's default, so a new exchange option is one
+    parameter of :class:`GNNStrategy` and of the exchange classes that take it.
+
+    Raises:
+        ValueError: naming the option, the value and the modes that take it.
+    """
+    defaults = inspect.signature(GNNStrategy.__init__).parameters
+    takes = inspect.signature(exchange_class.__init__).parameters
+    for name, value in given.items():
+        if name not in takes and value != defaults[name].default:
+            users = sorted(
+                m
+                for m, c in EXCHANGE_MODES.items()
+                if name in inspect.signature(c.__init__).parameters
+            )
+            raise ValueError(
+                f"{name}={value!r} applies to exchange={' or '.join(map(repr, users))} only "
+                f"(got exchange={mode!r}); drop it or change the exchange"
+            )
+    options = {name: value for name, value in given.items() if name in takes}
+    return exchange_class.check_options(**options)
+
+
 def _seconds(name: str, value: float | timedelta) -> timedelta:
     if isinstance(value, timedelta):
-        return value
-    if not value > 0:
-        raise ValueError(f"{name} must be positive seconds (got {value!r})")
+        value = value.total_seconds()
+    valid = isinstance(value, int | float) and not isinstance(value, bool)
+    if not valid or not 0 < value <= 1e8:  # nan fails too; 1e8 s (3 years) is a typo
+        raise ValueError(f"{name} must be positive seconds, at most 1e8 (got {value!r})")
     return timedelta(seconds=value)
 
 

@@ -12,7 +12,9 @@ sampled by their owners in one batched request/response ``all_to_all`` per hop; 
 rows come from their owners in one batched exchange per step. Every payload and size vector is
 counted in a :class:`~lightning_gnn_dist.comm.counters.CommCounter` (layers ``"sampling"`` and
 ``"features"``, directions ``"request"``/``"response"``; ``"control"`` for the per-peer size
-vectors).
+vectors; ``"features.ids"`` for the ids, labels and degrees sent with the feature rows, so each
+row is counted once under ``"features"``). Cached rows a fetch did not request are counted in
+:attr:`PartitionedGraphStore.cache_hit_rows`.
 """
 
 from __future__ import annotations
@@ -33,11 +35,15 @@ from lightning_gnn_dist.data.sampler import InEdges
 
 @dataclass
 class FetchedRows:
-    """Rows of a batch's vertices: ``x [n, d]``, ``y [n]`` (or ``None``), ``ids [n]`` dataset ids."""
+    """Rows of a batch's vertices: ``x [n, d]``, ``y [n]`` (or ``None``), ``ids [n]`` dataset ids;
+    with ``degrees=True`` also ``in_degree [n]`` (global, self loops excluded) and
+    ``num_self_loops [n]`` (in the whole graph)."""
 
     x: Tensor
     y: Tensor | None
     ids: Tensor
+    in_degree: Tensor | None = None
+    num_self_loops: Tensor | None = None
 
 
 class LocalGraphStore:
@@ -58,10 +64,17 @@ class LocalGraphStore:
     def sample_hop(self, frontier: Tensor, fanout: int, stream: int, replace: bool = False):
         return self.in_edges.sample(frontier, fanout, stream, replace)
 
-    def fetch(self, n_id: Tensor) -> FetchedRows:
+    def fetch(self, n_id: Tensor, degrees: bool = False) -> FetchedRows:
         y = self.data.y
         y = None if y is None else y.index_select(0, n_id)
-        return FetchedRows(self.data.x.index_select(0, n_id), y, n_id)
+        rows = FetchedRows(self.data.x.index_select(0, n_id), y, n_id)
+        if degrees:
+            src, dst = self.data.edge_index
+            loop = src == dst
+            num_nodes = self.data.num_nodes
+            rows.in_degree = torch.bincount(dst[~loop], minlength=num_nodes)[n_id]
+            rows.num_self_loops = torch.bincount(dst[loop], minlength=num_nodes)[n_id]
+        return rows
 
     def to_routing(self, ids: Tensor) -> Tensor:
         """Dataset ids → routing ids (the identity here)."""
@@ -123,7 +136,11 @@ class PartitionedGraphStore:
         empty_y = None if partition.y is None else partition.y.new_empty(0)
         self._cache_routing = torch.empty(0, dtype=torch.long)
         self._cache = FetchedRows(
-            partition.x.new_empty(0, partition.x.size(1)), empty_y, self._cache_routing
+            partition.x.new_empty(0, partition.x.size(1)),
+            empty_y,
+            self._cache_routing,
+            self._cache_routing,
+            self._cache_routing,
         )
         if cache_size > 0:  # collective: every rank is given the same cache_size
             references = torch.bincount(halo_pos, minlength=partition.num_halo)
@@ -222,6 +239,7 @@ class PartitionedGraphStore:
             messages_received=int((received > 0).sum()),
             row_bytes=row_bytes,
             codec="" if codec is None else codec.name,
+            rows_sent_to=sent.tolist(),
         )
 
     # -- sampling -------------------------------------------------------------------------------
@@ -274,16 +292,23 @@ class PartitionedGraphStore:
         )
 
     # -- features -------------------------------------------------------------------------------
-    def fetch(self, n_id: Tensor) -> FetchedRows:
+    def fetch(self, n_id: Tensor, degrees: bool = False) -> FetchedRows:
         """Rows of ``n_id`` (routing ids): owned rows locally, cached rows from the cache, the
-        rest from their owners in one batched exchange; collective."""
+        rest from their owners in one batched exchange; collective (every rank must pass the
+        same ``degrees``). ``degrees=True`` adds the global in-degrees and self loops, which
+        the owners send with the ids."""
         part = self.partition
         if self.world_size == 1:
             rows = n_id - self.start
             y = None if part.y is None else part.y.index_select(0, rows)
-            return FetchedRows(
+            fetched = FetchedRows(
                 part.x.index_select(0, rows), y, part.global_ids.index_select(0, rows)
             )
+            if degrees:
+                own_degree, own_loops = self._owned_degrees()
+                fetched.in_degree = own_degree.index_select(0, rows)
+                fetched.num_self_loops = own_loops.index_select(0, rows)
+            return fetched
         owner = self.owner(n_id)
         cached = _position_in(self._cache_routing, n_id)
         in_cache = (cached >= 0) & (owner != self.rank)
@@ -303,13 +328,31 @@ class PartitionedGraphStore:
             y[mine], y[hits] = part.y[n_id[mine] - self.start], self._cache.y[cached[hits]]
         want = wanted.nonzero().view(-1)
         want = want[torch.argsort(owner[want], stable=True)]
-        rows = self._fetch_remote(n_id[want])
+        rows = self._fetch_remote(n_id[want], degrees)
         x[want], ids[want] = rows.x, rows.ids
         if y is not None:
             y[want] = rows.y
-        return FetchedRows(x, y, ids)
+        fetched = FetchedRows(x, y, ids)
+        if degrees:
+            in_degree, loops = torch.empty_like(n_id), torch.empty_like(n_id)
+            own_degree, own_loops = self._owned_degrees()
+            in_degree[mine], loops[mine] = (
+                own_degree[n_id[mine] - self.start],
+                own_loops[n_id[mine] - self.start],
+            )
+            in_degree[hits] = self._cache.in_degree[cached[hits]]
+            loops[hits] = self._cache.num_self_loops[cached[hits]]
+            in_degree[want], loops[want] = rows.in_degree, rows.num_self_loops
+            fetched.in_degree, fetched.num_self_loops = in_degree, loops
+        return fetched
 
-    def _fetch_remote(self, ids: Tensor) -> FetchedRows:
+    def _owned_degrees(self) -> tuple[Tensor, Tensor]:
+        """``(in_degree, num_self_loops)`` of the owned vertices (global, ``[num_owned]``)."""
+        part = self.partition
+        loops = part.num_self_loops if part.num_self_loops is not None else part.has_self_loop
+        return part.in_degree[: part.num_owned], loops[: part.num_owned].long()
+
+    def _fetch_remote(self, ids: Tensor, degrees: bool = True) -> FetchedRows:
         """Rows of remote routing ``ids`` (sorted by owner); collective."""
         part = self.partition
         counts = torch.bincount(self.owner(ids), minlength=self.world_size)
@@ -320,11 +363,18 @@ class PartitionedGraphStore:
             part.x[rows], requested_counts, "features", "response", counts, codec
         )
         meta = [part.global_ids[rows]] + ([] if part.y is None else [part.y[rows].long()])
+        if degrees:
+            meta += [degree[rows] for degree in self._owned_degrees()]
+        # The same rows' ids (and labels, degrees): counted as a line of their own, so the
+        # feature rows are counted once.
         meta, _ = self._all_to_all(
-            torch.stack(meta, 1), requested_counts, "features", "response", counts
+            torch.stack(meta, 1), requested_counts, "features.ids", "response", counts
         )
         y = None if part.y is None else meta[:, 1].to(part.y.dtype)
-        return FetchedRows(x, y, meta[:, 0])
+        fetched = FetchedRows(x, y, meta[:, 0])
+        if degrees:
+            fetched.in_degree, fetched.num_self_loops = meta[:, -2], meta[:, -1]
+        return fetched
 
     def dataset_ids(self, mask: Tensor) -> Tensor:
         """Dataset ids of the owned vertices a ``[num_owned] bool`` mask selects."""

@@ -34,7 +34,9 @@ class NeighborLoader:
     hop), ``n_id [num_nodes]`` (dataset ids, seeds first), ``input_id [batch_size]`` (positions
     of the seeds in ``input_nodes``), ``batch_size``, ``num_sampled_nodes`` and
     ``num_sampled_edges`` (for :func:`torch_geometric.utils.trim_to_layer`). The model's
-    predictions for the seeds are ``out[:batch.batch_size]``.
+    predictions for the seeds are ``out[:batch.batch_size]``. With fan-out ``-1`` on every hop
+    the batch also holds ``global_in_degree`` and ``global_self_loops`` ``[num_nodes]`` (the
+    whole graph's, for layers that normalise by degrees).
 
     Args:
         store: a :class:`~lightning_gnn_dist.loaders.graph_store.LocalGraphStore` or
@@ -122,7 +124,10 @@ class NeighborLoader:
             lambda f, k, s: self.store.sample_hop(f, k, s, replace),
             num_ids=getattr(self.store, "num_routing_ids", None),
         )
-        rows = self.store.fetch(graph.n_id)
+        # Fan-out -1 everywhere: the seeds' computation graph is exact, and layers that
+        # normalise by degrees (GCN) get the global ones of every batch vertex with the rows.
+        exact = all(fanout == -1 for fanout in self.neighbor_sampler.num_neighbors)
+        rows = self.store.fetch(graph.n_id, degrees=exact)
         prepare_batch_adjacency(graph.edge_index, graph.num_sampled_nodes, graph.num_sampled_edges)
         batch = Data(
             x=rows.x,
@@ -136,6 +141,9 @@ class NeighborLoader:
         )
         if rows.y is not None:
             batch.y = rows.y
+        if exact:
+            batch.global_in_degree = rows.in_degree
+            batch.global_self_loops = rows.num_self_loops
         return batch
 
     def __iter__(self) -> Iterator[Data]:

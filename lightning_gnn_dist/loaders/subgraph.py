@@ -93,6 +93,7 @@ def batch_partition(part: LocalPartition, batch: Tensor) -> LocalPartition:
     in_degree[:num_owned_b] = torch.bincount(edge_index[1][~loops], minlength=num_owned_b)
     offsets = torch.zeros(num_parts + 1, dtype=torch.long, device=src.device)
     offsets[part.part_id + 1 :] = num_owned_b
+    local_rows = torch.cat([owned_rows, num_owned + halo_rows])  # a loop's ends are both in B
     view = replace(
         part,
         part_offsets=offsets,
@@ -103,7 +104,8 @@ def batch_partition(part: LocalPartition, batch: Tensor) -> LocalPartition:
         send_index=position[part.send_index[send_keep]],
         send_counts=torch.bincount(peers[send_keep], minlength=num_parts),
         in_degree=in_degree,
-        has_self_loop=part.has_self_loop[torch.cat([owned_rows, num_owned + halo_rows])],
+        has_self_loop=part.has_self_loop[local_rows],
+        num_self_loops=None if part.num_self_loops is None else part.num_self_loops[local_rows],
         halo_global_ids=part.halo_global_ids[halo_rows],
         send_edge_offsets=None,
         send_edge_targets=None,

@@ -10,6 +10,7 @@ from lightning_gnn_dist.nn.context import GraphContext, current_graph_context, u
 from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistGraphConv, DistSAGEConv
 from lightning_gnn_dist.nn.distribute import distribute
 from lightning_gnn_dist.nn.fused import use_sparse_aggregation
+from lightning_gnn_dist.nn.layers import LAYER_TABLE, declare_exact_layer
 from lightning_gnn_dist.nn.models import GAT, GCN, GraphSAGE, build_model
 from lightning_gnn_dist.nn.norm import DistBatchNorm
 from lightning_gnn_dist.nn.rdm import RDMContext
@@ -25,10 +26,12 @@ __all__ = [
     "DistSAGEConv",
     "GraphContext",
     "GraphSAGE",
+    "LAYER_TABLE",
     "RDMContext",
     "VertexCutContext",
     "build_model",
     "current_graph_context",
+    "declare_exact_layer",
     "distribute",
     "use_graph_context",
     "use_sparse_aggregation",

@@ -39,10 +39,17 @@ class GraphContext:
         return self.partition.num_owned
 
     def gcn_graph(
-        self, add_self_loops: bool, improved: bool, normalize: bool = True
+        self,
+        add_self_loops: bool,
+        improved: bool,
+        normalize: bool = True,
+        edge_index: Tensor | None = None,
+        num_rows: int | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Globally normalised GCN edges split for overlap (cached); see
-        :meth:`LocalPartition.gcn_edge_weight`.
+        :meth:`LocalPartition.gcn_edge_weight`. ``edge_index``/``num_rows`` (what the layer was
+        called with) matter to contexts whose layers may see a trimmed graph; a partition's
+        layers always run on its own edges.
 
         Returns:
             ``(owned_edges, halo_edges, weights)`` where ``owned_edges`` and ``halo_edges`` are
@@ -61,11 +68,17 @@ class GraphContext:
         return self._cache[key]
 
     def gcn_matrices(
-        self, add_self_loops: bool, improved: bool, normalize: bool = True
+        self,
+        add_self_loops: bool,
+        improved: bool,
+        normalize: bool = True,
+        edge_index: Tensor | None = None,
+        num_rows: int | None = None,
     ) -> tuple[SparseMatrix, SparseMatrix]:
         """The globally normalised ``Â`` of :meth:`gcn_graph` as two CSR matrices (cached):
         ``owned [num_owned × num_owned]`` and ``halo [num_owned × num_halo]``, so the owned
-        product runs while the halo rows are in flight."""
+        product runs while the halo rows are in flight. ``edge_index``/``num_rows`` as in
+        :meth:`gcn_graph`."""
         key = ("gcn-csr", add_self_loops, improved, normalize)
         if key not in self._cache:
             owned_edges, halo_edges, (owned_w, halo_w) = self.gcn_graph(
@@ -88,6 +101,17 @@ class GraphContext:
         (``DistGCNConv``) → the complete aggregates. Identity here: a vertex partition holds
         every in-edge of its owned rows."""
         return aggregated
+
+    def counted_rows(self, device) -> Tensor | None:
+        """``[num_owned] bool``: the rows that stand for their vertex in whole-graph statistics
+        (batch norms), or ``None`` when every row does (a vertex partition owns each vertex
+        once)."""
+        return None
+
+    def after_message(self, module, messages: Tensor) -> None:
+        """Message hook of every distributed ``MessagePassing`` layer (PyG's message forward
+        hook): ``messages`` is ``[E, ...]``, one row per local edge. Nothing to do here."""
+        return None
 
     def after_aggregate(self, module, aggr_kwargs: dict, aggregated: Tensor) -> Tensor | None:
         """Post-aggregation hook of every distributed ``MessagePassing`` layer (PyG's

@@ -63,7 +63,9 @@ class DistGCNConv(_Distributed, GCNConv):
         out = ctx.layer_output(self, x)
         if out is not None:
             return out
-        owned, halo_matrix = ctx.gcn_matrices(self.add_self_loops, self.improved, self.normalize)
+        owned, halo_matrix = ctx.gcn_matrices(
+            self.add_self_loops, self.improved, self.normalize, edge_index, x.size(0)
+        )
         transform_first = self.out_channels <= self.in_channels
         h = self.lin(x) if transform_first else x
         pending = ctx.exchange.start(h, self._name())

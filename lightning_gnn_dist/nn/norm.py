@@ -62,12 +62,19 @@ def check_norm_is_exact(module: nn.Module, name: str) -> None:
 
 
 class _SyncBatchNorm(Function):
-    """``y = (x − μ) / sqrt(σ² + eps) · weight + bias`` with ``μ, σ²`` over all ranks' rows."""
+    """``y = (x − μ) / sqrt(σ² + eps) · weight + bias`` with ``μ, σ²`` over all ranks' rows.
+
+    ``counted`` (``[N] bool`` or ``None`` for all rows) marks the rows the statistics were taken
+    over; the others (leaf copies of split vertices under a vertex cut) are normalised with the
+    same statistics but do not enter them, so their gradient has no statistics term.
+    """
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight, bias, mean: Tensor, invstd: Tensor, count: int, group):
+    def forward(
+        ctx, x: Tensor, weight, bias, mean: Tensor, invstd: Tensor, count: int, group, counted
+    ):
         x_hat = (x - _bcast(mean, x)) * _bcast(invstd, x)
-        ctx.save_for_backward(x_hat, weight, invstd)
+        ctx.save_for_backward(x_hat, weight, invstd, counted)
         ctx.count, ctx.group = count, group
         y = x_hat
         if weight is not None:
@@ -76,19 +83,20 @@ class _SyncBatchNorm(Function):
 
     @staticmethod
     def backward(ctx, grad_y: Tensor):
-        x_hat, weight, invstd = ctx.saved_tensors
+        x_hat, weight, invstd, counted = ctx.saved_tensors
         dims = _reduce_dims(grad_y)
         local = torch.stack([grad_y.sum(dims), (grad_y * x_hat).sum(dims)])
         total = local.clone()
         dist.all_reduce(total, group=ctx.group)
         mean_dy, mean_dy_xhat = total / ctx.count
         scale = invstd if weight is None else invstd * weight
-        grad_x = (grad_y - _bcast(mean_dy, x_hat) - x_hat * _bcast(mean_dy_xhat, x_hat)) * _bcast(
-            scale, x_hat
-        )
+        correction = _bcast(mean_dy, x_hat) + x_hat * _bcast(mean_dy_xhat, x_hat)
+        if counted is not None:
+            correction = correction * counted.view(-1, *([1] * (x_hat.dim() - 1)))
+        grad_x = (grad_y - correction) * _bcast(scale, x_hat)
         grad_weight = local[1] if weight is not None and ctx.needs_input_grad[1] else None
         grad_bias = local[0] if weight is not None and ctx.needs_input_grad[2] else None
-        return grad_x, grad_weight, grad_bias, None, None, None, None
+        return grad_x, grad_weight, grad_bias, None, None, None, None, None
 
 
 def _reduce_dims(x: Tensor) -> list[int]:
@@ -131,7 +139,9 @@ class DistBatchNorm(nn.BatchNorm1d):
     on one rank) it *is* ``BatchNorm1d``. Inside one, ``x`` is ``[num_owned, C]`` (or
     ``[num_owned, C, L]``) and the output equals the owned rows of the single-process output; the
     running statistics (unbiased variance with the **global** count, ``momentum`` or the cumulative
-    average for ``momentum=None``) are the same on every rank.
+    average for ``momentum=None``) are the same on every rank. Under a vertex cut the rows are
+    every local copy, and only root copies enter the statistics (each vertex counts once, as
+    for labels and masks); leaf copies are normalised with the same statistics.
 
     Args: as :class:`torch.nn.BatchNorm1d`. Attribute ``allow_single_element`` (PyG ``BatchNorm``)
     makes a batch of at most one row *over all ranks* use the running statistics.
@@ -146,7 +156,8 @@ class DistBatchNorm(nn.BatchNorm1d):
         if ctx is None or ctx.exchange.world_size == 1 or not batch_stats:
             return self._local_forward(x)
         self._check_input_dim(x)
-        count, mean, m2 = global_moments(x, group)
+        counted = ctx.counted_rows(x.device)  # a vertex cut counts root copies only
+        count, mean, m2 = global_moments(x if counted is None else x[counted], group)
         if count <= 1:
             if self.allow_single_element and self.running_mean is not None:
                 return self._eval_forward(x)
@@ -159,7 +170,7 @@ class DistBatchNorm(nn.BatchNorm1d):
         var = m2 / count
         invstd = (var + self.eps).rsqrt().to(x.dtype)
         return _SyncBatchNorm.apply(
-            x, self.weight, self.bias, mean.to(x.dtype), invstd, count, group
+            x, self.weight, self.bias, mean.to(x.dtype), invstd, count, group, counted
         )
 
     def _local_forward(self, x: Tensor) -> Tensor:

@@ -60,18 +60,39 @@ class VertexCutContext(GraphContext):
         else:
             empty = (local_count == 0).unsqueeze(-1)
             partial = flat.masked_fill(empty, float("-inf"))
-            out = self.exchange.synchronise(partial, name, "max")
+            ties = self._local_ties(module, flat, index)
+            out = self.exchange.synchronise(partial, name, "max", ties)
             out = out.masked_fill(torch.isneginf(out), 0.0)
         return out.view_as(aggregated)
 
+    def counted_rows(self, device) -> Tensor:
+        """Root copies only: every vertex counts once in batch statistics."""
+        return self.partition.is_root.to(device)
+
+    def after_message(self, module, messages: Tensor) -> None:
+        """Keep a ``max`` layer's messages until its aggregation (their ties split gradients)."""
+        if getattr(module, "aggr", None) in _MAX:
+            module._lgd_messages = messages.detach()
+
+    @staticmethod
+    def _local_ties(module, flat: Tensor, index: Tensor) -> Tensor | None:
+        """``[num_local, d]`` local in-edges whose message equals the local maximum."""
+        messages = getattr(module, "_lgd_messages", None)
+        module._lgd_messages = None
+        if messages is None or messages.size(0) != index.numel():
+            return None
+        hit = messages.reshape(index.numel(), -1) == flat.detach().index_select(0, index)
+        return torch.zeros_like(flat).index_add_(0, index, hit.to(flat.dtype))
+
     def _global_in_count(self, device) -> Tensor:
-        """``[num_local]`` in-edges of every vertex in the whole graph (loops included)."""
+        """``[num_local]`` in-edges of every vertex in the whole graph, every self loop of a
+        multigraph included (PyG's mean divides by all of them)."""
         key = ("in_count", device)
         if key not in self._cache:
             part = self.partition
-            self._cache[key] = (part.in_degree + part.has_self_loop.long()).to(
-                device, torch.float32
-            )
+            loops = part.num_self_loops
+            loops = part.has_self_loop.long() if loops is None else loops
+            self._cache[key] = (part.in_degree + loops).to(device, torch.float32)
         return self._cache[key]
 
     def _check_edges(self, local_count: Tensor, name: str) -> None:
@@ -86,6 +107,20 @@ class VertexCutContext(GraphContext):
                 f"layer {name} aggregates over other edges than the part's edge_index (for example "
                 "it adds self loops itself); in vertex-cut modes every copy would count them, so "
                 "such layers are not supported: pass add_self_loops=False or use a vertex partition"
+            )
+
+
+def check_reductions(model, exchange) -> None:
+    """Refuse, before training, a ``max`` aggregation under an exchange that synchronises sums
+    only (``cd-<r>``); the message names the layer and the exchange."""
+    reductions = getattr(exchange, "reductions", ("sum", "max"))
+    for name, module in model.named_modules():
+        aggr = getattr(module, "aggr", None)
+        if isinstance(aggr, str) and aggr in _MAX and "max" not in reductions:
+            raise ValueError(
+                f"{type(module).__name__} ({name}) aggregates with aggr='max', which "
+                f"exchange={exchange.mode!r} cannot delay (it synchronises sums: sum and mean "
+                "aggregations); use exchange='cd-0' or a sum/mean aggregation"
             )
 
 

@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 import numpy as np
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.utils.checks import check_int
+
 PARTITIONERS: dict[str, type[Partitioner]] = {}
 
 
@@ -38,11 +40,12 @@ class Partitioner(ABC):
     """``"vertex"`` (vertex → part) or ``"vertex-cut"`` (edge → part); picks the store's layout."""
 
     def __init__(self, seed: int = 0, epsilon: float = 0.03) -> None:
-        if not 0.0 <= epsilon <= 10.0:
+        valid = isinstance(epsilon, int | float) and not isinstance(epsilon, bool)
+        if not valid or not 0.0 <= epsilon <= 10.0:
             raise ValueError(
                 f"epsilon must be in [0, 10] (got {epsilon}); 0.03 allows 3% imbalance"
             )
-        self.seed = int(seed)
+        self.seed = check_int("seed", seed, 0)
         self.epsilon = float(epsilon)
 
     def partition(self, data: Data, num_parts: int) -> np.ndarray:

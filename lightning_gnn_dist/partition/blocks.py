@@ -31,6 +31,7 @@ from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.graph import sorted_unique
 from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
+from lightning_gnn_dist.utils.checks import check_int, check_number
 
 _SETS = ("train_mask", "val_mask", "test_mask")
 
@@ -59,13 +60,16 @@ class GNNBlocksPartitioner(Partitioner):
         gamma: float = 0.2,
     ) -> None:
         super().__init__(seed=seed, epsilon=epsilon)
-        if num_hops < 0:
-            raise ValueError(f"num_hops must be >= 0 (got {num_hops})")
-        if min(alpha, beta, gamma) < 0 or alpha + beta + gamma <= 0:
+        num_hops = check_int("num_hops", num_hops, 1, 64)
+        alpha, beta, gamma = (
+            check_number(n, v, 0)
+            for n, v in zip(("alpha", "beta", "gamma"), (alpha, beta, gamma), strict=True)
+        )
+        if alpha + beta + gamma <= 0:
             raise ValueError(
                 f"alpha, beta, gamma must be >= 0 with a positive sum (got {alpha}, {beta}, {gamma})"
             )
-        self.num_hops, self.alpha, self.beta, self.gamma = int(num_hops), alpha, beta, gamma
+        self.num_hops, self.alpha, self.beta, self.gamma = num_hops, alpha, beta, gamma
 
     def settings(self) -> dict[str, Any]:
         return {

@@ -29,6 +29,7 @@ from lightning_gnn_dist.partition.weights import (
     vertex_weights,
     weight_settings,
 )
+from lightning_gnn_dist.utils.checks import check_bool
 
 
 @register_partitioner("hypergraph")
@@ -115,15 +116,17 @@ class HypergraphPartitioner(Partitioner):
         self.max_net_size = max_net_size
         self.vertex_weight = check_vertex_weight(vertex_weight, multi_constraint=False)
         self.widths = check_widths(widths)
-        if not 0.0 <= volume_slack <= 10.0:
+        valid = isinstance(volume_slack, int | float) and not isinstance(volume_slack, bool)
+        if not valid or not 0.0 <= volume_slack <= 10.0:  # nan fails too
             raise ValueError(
                 f"volume_slack must be in [0, 10] (got {volume_slack!r}); 0.05 lets the "
                 "send-volume refinement raise the total volume by at most 5%"
             )
-        self.balance_send_volume = bool(balance_send_volume)
+        self.balance_send_volume = check_bool("balance_send_volume", balance_send_volume)
         self.volume_slack = float(volume_slack)
         self.last_refinement: RefineResult | None = None
-        if timeout is not None and timeout <= 0:
+        valid = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+        if timeout is not None and (not valid or not 0 < timeout < float("inf")):
             raise ValueError(
                 f"timeout must be a positive number of seconds or None (got {timeout!r})"
             )

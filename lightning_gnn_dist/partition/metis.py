@@ -28,6 +28,7 @@ from lightning_gnn_dist.partition.weights import (
     vertex_weights,
     weight_settings,
 )
+from lightning_gnn_dist.utils.checks import check_bool
 
 MASK_KEYS: tuple[str, ...] = ("train_mask", "val_mask", "test_mask")
 
@@ -78,7 +79,7 @@ class MetisPartitioner(Partitioner):
         widths: Sequence[int] | None = None,
     ) -> None:
         super().__init__(seed=seed, epsilon=epsilon)
-        self.balance_masks = bool(balance_masks)
+        self.balance_masks = check_bool("balance_masks", balance_masks)
         self.vertex_weight = check_vertex_weight(vertex_weight)
         self.widths = check_widths(widths)
 

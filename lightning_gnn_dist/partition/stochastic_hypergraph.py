@@ -39,12 +39,15 @@ from torch_geometric.data import Data
 from lightning_gnn_dist.data.graph import row_nnz
 from lightning_gnn_dist.data.subgraph_sampler import (
     SubgraphSampler,
+    check_sampler_name,
+    check_subgraph_size,
     make_sampler,
     subgraph_vertices,
 )
 from lightning_gnn_dist.partition.backends import backend_settings, check_backend, get_backend
 from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
 from lightning_gnn_dist.partition.column_net import ColumnNetHypergraph
+from lightning_gnn_dist.utils.checks import check_int, check_number
 
 #: offset of the partitioner's sampling seed, so its batches are not the training batches
 SAMPLER_SEED_OFFSET = 7919
@@ -58,9 +61,9 @@ def hoeffding_nets(num_parts: int, theta: float, delta: float) -> int:
         theta: allowed error of the estimated mean connectivity (in parts), ``> 0``.
         delta: allowed failure probability, in ``(0, 1)``.
     """
-    if theta <= 0:
+    if not isinstance(theta, int | float) or not 0 < theta < math.inf:
         raise ValueError(f"theta must be > 0 (got {theta}); the paper uses 0.1")
-    if not 0.0 < delta < 1.0:
+    if not isinstance(delta, int | float) or not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1) (got {delta}); the paper uses 0.5")
     return math.ceil((num_parts - 1) ** 2 / (2 * theta**2) * math.log(2 / delta))
 
@@ -228,13 +231,14 @@ class StochasticHypergraphPartitioner(Partitioner):
         hoeffding_nets(2, theta, delta)  # validates theta and delta
         if subgraph_size is None:
             raise ValueError("stochastic-hypergraph needs subgraph_size (the training batch size)")
-        if not 1 <= min_batches <= max_batches:
-            raise ValueError(
-                f"need 1 <= min_batches <= max_batches (got {min_batches}, {max_batches})"
-            )
-        self.sampler, self.subgraph_size = sampler, subgraph_size
-        if edge_coverage < 0:
-            raise ValueError(f"edge_coverage must be >= 0 (got {edge_coverage})")
+        check_subgraph_size(subgraph_size)
+        check_int("min_batches", min_batches, 1)
+        check_int("max_batches", max_batches, min_batches)
+        check_int("walk_length", walk_length, 1)
+        self.sampler, self.subgraph_size = check_sampler_name(sampler), subgraph_size
+        check_number("edge_coverage", edge_coverage, 0)
+        if timeout is not None:
+            check_number("timeout", timeout, 0, low_open=True)
         self.theta, self.delta = float(theta), float(delta)
         self.edge_coverage = float(edge_coverage)
         self.min_batches, self.max_batches = int(min_batches), int(max_batches)

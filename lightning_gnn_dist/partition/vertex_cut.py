@@ -30,6 +30,7 @@ from lightning_gnn_dist.data.vertex_cut import (
     vertex_copies,
 )
 from lightning_gnn_dist.partition.base import Partitioner, check_num_parts, register_partitioner
+from lightning_gnn_dist.utils.checks import check_int
 
 MAX_VERTEX_CUT_PARTS = 64
 
@@ -165,8 +166,8 @@ class VertexCutPartitioner(Partitioner):
         root_choice: str = "random",
     ) -> None:
         super().__init__(seed=seed, epsilon=epsilon)
-        if max_chunk is not None and max_chunk < 1:
-            raise ValueError(f"max_chunk must be >= 1 or None (got {max_chunk})")
+        if max_chunk is not None:
+            check_int("max_chunk", max_chunk, 1)
         if root_choice not in ROOT_CHOICES:
             raise ValueError(f"root_choice must be one of {ROOT_CHOICES} (got {root_choice!r})")
         self.max_chunk = max_chunk

@@ -1,4 +1,5 @@
-"""Temporary folders that name their owner, so the next run can remove those of killed runs.
+"""Temporary folders that name their owner, so the next run can remove those of killed runs;
+and removal of what libraries leave in the temporary folder (:func:`remove_process_temp_files`).
 
 A folder is called ``PREFIX<host>-<pid>-<random>``. A process killed with ``SIGKILL`` cannot
 remove its folders; :func:`remove_stale` (called by the next run before it makes its own)
@@ -9,12 +10,15 @@ system) are left alone.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import secrets
 import shutil
 import socket
+import sys
+import tempfile
 from pathlib import Path
 
 
@@ -73,4 +77,34 @@ def remove_stale(parent: str | os.PathLike, prefix: str) -> list[Path]:
         if match and not _alive(int(match.group(1))) and entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
+    return removed
+
+
+def remove_process_temp_files() -> list[Path]:
+    """Remove what libraries left in the temporary folder for this process: the modules PyG
+    generated from its templates (``<module>_<Class>_propagate_<random>.py``, written by
+    ``torch_geometric.template.module_from_template`` and never deleted; Python no longer needs
+    the file once the module is imported) and torch's inductor cache folder when it is empty
+    (``torchinductor_<user>``, made when ``torch_geometric`` is imported). Registered at exit by
+    the package; ranks ended at once call it themselves.
+
+    Returns:
+        What was removed.
+    """
+    temp = Path(tempfile.gettempdir()).resolve()
+    removed = []
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not file or "_propagate" not in name and "_edge_updater" not in name:
+            continue
+        path = Path(file)
+        if path.parent.resolve() == temp and path.name.startswith(f"{name}_"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed.append(path)
+    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # set by torch where it made one
+    if inductor and Path(inductor).parent.resolve() == temp:
+        with contextlib.suppress(OSError):
+            Path(inductor).rmdir()  # only when empty
+            removed.append(Path(inductor))
     return removed

@@ -198,6 +198,27 @@ ARG_CASES = {
     "unknown-flag": (TINY, ("-p", "2", "--bogus"), "unrecognized"),
     "force-without-out": (TINY, ("-p", "2", "-m", "random", "--force"), "--force"),
     "compare-unknown-method": (TINY, ("-p", "2", "--methods", "nope"), "invalid choice"),
+    # issue 18, item 14: accepted and trained on before
+    "balance-send-volume-maybe": (
+        TINY,
+        ("-p", "2", "-m", "hypergraph", "-o", "balance_send_volume=maybe"),
+        "balance_send_volume must be True or False (got 'maybe')",
+    ),
+    "metis-balance-masks-yes": (
+        TINY,
+        ("-p", "2", "-m", "metis", "-o", "balance_masks=yes"),
+        "balance_masks must be True or False (got 'yes')",
+    ),
+    "gnn-blocks-zero-hops": (TINY, ("-p", "2", "-m", "gnn-blocks", "-o", "num_hops=0"), "num_hops"),
+    "seed-negative": (TINY, ("-p", "2", "-m", "random", "--seed", "-1"), "seed must be"),
+    # item 15: tracebacks before
+    "volume-slack-nan": (TINY, ("-p", "2", "-o", "volume_slack=nan"), "volume_slack must be"),
+    "gnn-blocks-alpha-nan": (TINY, ("-p", "2", "-m", "gnn-blocks", "-o", "alpha=nan"), "alpha"),
+    "vertex-cut-65-parts": (
+        "sbm?num_nodes=100&features=4",
+        ("-p", "65", "-m", "vertex-cut"),
+        "at most 64 parts",
+    ),
 }
 
 
@@ -240,3 +261,104 @@ def test_malformed_input_gives_one_error_line(case, tmp_path, capsys):
     assert case.expect in lines[0], lines[0]
     assert captured.out == ""
     assert {p.name for p in tmp_path.iterdir()} == inputs  # no store, no temporary folder
+
+
+# -- the LightningCLI (issue 18, items 9, 14, 15): every bad value, and every combination the
+# strategy and the datamodule refuse together, ends at parse or construction time -------------
+STRATEGY = ("--trainer.strategy", "lightning_gnn_dist.GNNStrategy")
+NEIGHBOR = ("--data.loader", "neighbor", "--data.num_neighbors", "[3]")
+SUBGRAPH = ("--data.loader", "subgraph")
+
+
+def exchange(mode: str) -> tuple[str, ...]:
+    return (*STRATEGY, "--trainer.strategy.exchange", mode)
+
+
+LIGHTNING_CASES = {
+    # item 14
+    "cached-with-neighbor": (*exchange("cached"), *NEIGHBOR, "caches nothing"),
+    "cached-with-subgraph": (
+        *exchange("cached"),
+        *SUBGRAPH,
+        "--data.subgraph_size",
+        "10",
+        "caches nothing",
+    ),
+    "cd0-with-neighbor": (*exchange("cd-0"), *NEIGHBOR, "runs on a vertex-cut partition"),
+    "batch-size-float": (*NEIGHBOR, "--data.batch_size", "1.5", "data.batch_size"),
+    "fanout-float": (*NEIGHBOR, "--data.num_neighbors", "[1.5]", "data.num_neighbors"),
+    "cache-size-negative": (*NEIGHBOR, "--data.cache_size", "-1", "cache_size must be"),
+    "cd-leading-zero": (*exchange("cd-05"), "without leading zeros"),
+    "cd-arabic-digit": (*exchange("cd-\u0665"), "ASCII digits"),
+    "staleness-inf": (
+        *exchange("cached"),
+        "--trainer.strategy.staleness_bound",
+        "inf",
+        "staleness_bound",
+    ),
+    "staleness-for-p2p": (
+        *exchange("p2p"),
+        "--trainer.strategy.staleness_bound",
+        "3",
+        "applies to exchange='cached'",
+    ),
+    "strategy-typo": (*STRATEGY, "--trainer.strategy.exchnage", "cached", "exchnage"),
+    "loader-option-elsewhere": ("--data.batch_size", "64", "applies to loader='neighbor'"),
+    # item 15
+    "fanout-zero": (*NEIGHBOR, "--data.num_neighbors", "[0]", "num_neighbors must be"),
+    "fanout-negative": (*NEIGHBOR, "--data.num_neighbors", "[5, -3]", "num_neighbors must be"),
+    "fanout-not-a-list": (*NEIGHBOR, "--data.num_neighbors", "5", "data.num_neighbors"),
+    "batch-size-negative": (*NEIGHBOR, "--data.batch_size", "-3", "batch_size must be"),
+    "batch-size-zero": (*NEIGHBOR, "--data.batch_size", "0", "batch_size must be"),
+    "subgraph-size-zero": (*SUBGRAPH, "--data.subgraph_size", "0", "subgraph_size must be"),
+    "subgraph-size-negative": (*SUBGRAPH, "--data.subgraph_size", "-5", "subgraph_size must be"),
+    "subgraph-size-above-one": (*SUBGRAPH, "--data.subgraph_size", "1.5", "subgraph_size must be"),
+    "subgraph-size-1e9": (*SUBGRAPH, "--data.subgraph_size", "1e9", "subgraph_size must be"),
+    "subgraph-size-nan": (*SUBGRAPH, "--data.subgraph_size", "nan", "data.subgraph_size"),
+    "unknown-sampler": (
+        *SUBGRAPH,
+        "--data.subgraph_size",
+        "10",
+        "--data.subgraph_sampler",
+        "nope",
+        "unknown subgraph sampler",
+    ),
+    "exchange-of-other-kind": (*exchange("cd-0"), "runs on a vertex-cut partition"),
+    "vertex-cut-65-ranks": (
+        *exchange("cd-0"),
+        "--data.method",
+        "vertex-cut",
+        "--trainer.devices",
+        "65",
+        "at most 64",
+    ),
+    "cd-overflow": (*exchange("cd-99999999999999999999"), "from 1 to 999,999,999"),
+    "exchange-none": (*exchange("null"), "exchange must be a mode name"),
+    "seed-negative": ("--data.seed", "-1", "seed must be an integer >= 0"),
+    "num-parts-vs-devices": ("--data.num_parts", "3", "num_parts=3 but 2 processes run"),
+    "timeout-nan": (*STRATEGY, "--trainer.strategy.timeout", "nan", '"timeout"'),
+    # item 9: evaluating an untrained model, predicting into nothing
+    "test-without-checkpoint": ("@test", "would evaluate an untrained model"),
+    "validate-without-checkpoint": ("@validate", "would evaluate an untrained model"),
+    "predict-without-writer": ("@predict", "--ckpt_path", "missing.ckpt", "would write nothing"),
+}
+
+
+@pytest.mark.parametrize("case", list(LIGHTNING_CASES))
+def test_lightning_cli_refuses_bad_values_in_one_line(case, tmp_path, capsys, monkeypatch):
+    *args, expect = LIGHTNING_CASES[case]
+    command = args.pop(0)[1:] if args and args[0].startswith("@") else "fit"
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "trainer: {devices: 2, accelerator: cpu, logger: false, enable_progress_bar: false}\n"
+        f"data: {{dataset: digits, method: random, root: {tmp_path / 'parts'}}}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    code = main([command, "--config", str(config), *args])
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert code == 2, captured.err
+    assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
+    assert expect in lines[0], lines[0]
+    assert captured.out == "" and "Traceback" not in captured.err
+    assert [p.name for p in tmp_path.iterdir()] == ["run.yaml"]  # nothing written, no process

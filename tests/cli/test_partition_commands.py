@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -271,6 +272,29 @@ def test_subprocess_contract():
     by_method = {row["method"]: row for row in rows}
     for method in ("random", "metis"):
         assert_matches(by_method[method], expected_summary("digits", method, 2, seed=0))
+
+
+def test_help_lists_every_command(capsys, monkeypatch):
+    """Issue 18, item 20: ``--help`` names the module (not ``__main__.py``, what argparse takes
+    from ``sys.argv[0]`` under ``python -m``) and every command."""
+    monkeypatch.setattr(sys, "argv", [str(REPO / "lightning_gnn_dist" / "__main__.py"), "--help"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m lightning_gnn_dist "), out
+    assert "__main__" not in out
+    listed = re.findall(r"^    (\S+)", out, re.M)
+    assert listed == [
+        "fit",
+        "validate",
+        "test",
+        "predict",
+        "emulate",
+        "probe",
+        "partition",
+        "partition-compare",
+    ]
 
 
 # --------------------------------------------------------------------------------------------

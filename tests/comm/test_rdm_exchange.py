@@ -94,7 +94,7 @@ def test_rdm_exchange_refuses_halo_requests_and_bad_replication():
     with pytest.raises(ValueError, match="replication=2"):
         make_exchange("rdm", part, replication=2)
     with pytest.raises(ValueError, match="rdm_order='fastest'"):
-        make_exchange("rdm", part, order="fastest")
+        make_exchange("rdm", part, rdm_order="fastest")
     with pytest.raises(ValueError, match="width"):
         ex.redistribute(torch.zeros(N, 2), "H", "conv")
     assert make_exchange("rdm", part, codec="fp32").codec_policy.lossless

@@ -244,7 +244,9 @@ def test_mode_and_partition_kind_must_match():
         make_exchange("cd-0", vertex_part)
     with pytest.raises(ValueError, match="runs on a vertex partition"):
         make_exchange("p2p", parts[0])
-    with pytest.raises(ValueError, match="delay r of cd-r must be >= 1|unknown exchange mode"):
+    with pytest.raises(
+        ValueError, match=r"exchange 'cd-x': the delay r of cd-<r> must be an integer"
+    ):
         make_exchange("cd-x", parts[0])
 
 
@@ -258,3 +260,86 @@ def test_attention_and_foreign_edges_are_refused():
     loops = torch.arange(part.num_owned).repeat(2, 1)
     with use_graph_context(ctx), pytest.raises(NotImplementedError, match="other edges"):
         model(part.x, torch.cat([part.edge_index, loops], dim=1))
+
+
+# -- issue 18, items 1 and 2: multigraph corner cases of cd-0, with the edge → part assignment fixed
+def _graph_of(edges, num_nodes):
+    from torch_geometric.data import Data
+
+    from lightning_gnn_dist.data.graph import canonicalize
+
+    data = canonicalize(Data(edge_index=torch.tensor(edges).t(), num_nodes=num_nodes))
+    data.x = torch.arange(num_nodes * D_IN, dtype=torch.float32).view(num_nodes, D_IN).cos()
+    return data
+
+
+def _cd0_layer_rank(rank, world_size, edges, num_nodes, edge_parts, make):
+    data = _graph_of(edges, num_nodes)
+    part = list(build_vertex_cut_parts(data, np.asarray(edge_parts), world_size, seed=0))[rank]
+    torch.manual_seed(0)
+    layer = distribute(make())
+    ctx = make_graph_context(part, make_exchange("cd-0", part))
+    x = part.x.clone().requires_grad_()
+    with use_graph_context(ctx):
+        out = layer(x, part.edge_index)
+    root = part.is_root.unsqueeze(-1)
+    (out * _weights(num_nodes, out.size(1))[part.global_ids] * root).sum().backward()
+    grads = {k: p.grad.clone() for k, p in layer.named_parameters()}
+    for g in grads.values():
+        torch.distributed.all_reduce(g)
+    # features are replicated: a vertex's input gradient is the sum over its copies
+    x_grad = torch.zeros(num_nodes, D_IN).index_add_(0, part.global_ids, x.grad)
+    torch.distributed.all_reduce(x_grad)
+    grads["x"] = x_grad
+    grads.update({k: b for k, b in layer.named_buffers() if b.is_floating_point()})
+    return part.global_ids.numpy(), out.detach().numpy(), {k: g.numpy() for k, g in grads.items()}
+
+
+def _check_cd0_layer(edges, num_nodes, edge_parts, make, world_size):
+    data = _graph_of(edges, num_nodes)
+    assert data.edge_index.size(1) == len(edges)  # canonical order kept the multigraph
+    torch.manual_seed(0)
+    layer = make()
+    x = data.x.clone().requires_grad_()
+    out = layer(x, data.edge_index)
+    (out * _weights(num_nodes, out.size(1))).sum().backward()
+    expected = {"x": x.grad.numpy(), **{k: p.grad.numpy() for k, p in layer.named_parameters()}}
+    expected.update({k: b.numpy() for k, b in layer.named_buffers() if b.is_floating_point()})
+    args = (edges, num_nodes, edge_parts, make)
+    for ids, dist_out, grads in run_ranks(_cd0_layer_rank, world_size, *args, pg_timeout=30):
+        np.testing.assert_allclose(dist_out, out.detach().numpy()[ids], rtol=1e-5, atol=1e-5)
+        for key, grad in expected.items():
+            np.testing.assert_allclose(grads[key], grad, rtol=1e-5, atol=1e-5, err_msg=key)
+
+
+def test_cd0_mean_counts_every_repeated_self_loop():
+    """Item 1: vertex 1 has two self loops; the mean divides by all of its in-edges (1 rank)."""
+    edges = sorted([(0, 1), (1, 1), (1, 1), (2, 1), (1, 0), (2, 2)])
+    _check_cd0_layer(edges, 3, [0] * len(edges), lambda: SAGEConv(D_IN, D_OUT), 1)
+
+
+def test_cd0_max_splits_the_gradient_between_ties_on_different_parts():
+    """Item 2: two parallel edges 0 → 1 on different parts tie for the maximum; PyG (torch)
+    gives each half the gradient, so must the synchronisation (3 ranks)."""
+    edges = sorted([(0, 1), (0, 1), (2, 1), (1, 2), (0, 2), (2, 0), (0, 1)])
+    parts = [0, 1, 2, 0, 1, 2, 2]  # the three copies of 0 → 1 sit on three parts
+    make = lambda: GraphConv(D_IN, D_OUT, aggr="max")  # noqa: E731
+    _check_cd0_layer(edges, 3, parts, make, 3)
+
+
+class SageThenBatchNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm = SAGEConv(D_IN, D_OUT), nn.BatchNorm1d(D_OUT)
+
+    def forward(self, x, edge_index):
+        return self.norm(self.conv(x, edge_index))
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_cd0_batchnorm_counts_each_split_vertex_once(world_size):
+    """Item 3: batch statistics over root copies only (outputs, gradients, running stats)."""
+    data = _graph()
+    edge_parts = get_partitioner("vertex-cut", seed=1).partition(data, world_size)
+    edges = data.edge_index.t().tolist()
+    _check_cd0_layer(edges, N, edge_parts.tolist(), SageThenBatchNorm, world_size)

@@ -54,3 +54,38 @@ def test_generated_features_that_cannot_fit_are_refused(little_memory, tmp_path)
     path.write_text("0 1\n1 2\n")
     with pytest.raises(DatasetError, match="3 vertices, 2 edges, 100000 features"):
         load_dataset(f"edgelist:{path}?features=100000")
+
+
+def _under_address_space_limit(queue, headroom: int) -> None:
+    import resource
+
+    try:
+        mapped = int(Path("/proc/self/status").read_text().split("VmSize:")[1].split()[0]) * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + headroom, resource.RLIM_INFINITY))
+        available = limits.available_memory_bytes()
+        try:  # ~1 GiB of edges: more than the headroom, less than the machine's MemAvailable
+            limits.check_graph_fits("'rmat?...'", 1000, 2**30 // limits._BYTES_PER_EDGE)
+            refused = ""
+        except DatasetError as err:
+            refused = str(err)
+        queue.put((available, refused))
+    except BaseException as err:  # noqa: BLE001 - report to the test
+        queue.put((None, repr(err)))
+
+
+def test_the_address_space_limit_bounds_what_is_available():
+    """Issue 18, item 16: under ``ulimit -v`` a graph that fits in MemAvailable but not in the
+    process's address-space headroom is refused up front (it died of OOM after 87 s before)."""
+    import multiprocessing as mp
+
+    if limits._mem_available() < 2**31:
+        pytest.skip("needs 2 GiB available to tell the two limits apart")
+    context = mp.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_under_address_space_limit, args=(queue, 256 * 2**20))
+    child.start()
+    available, refused = queue.get(timeout=60)
+    child.join(timeout=10)
+    assert available is not None, refused
+    assert available <= 256 * 2**20
+    assert "needs about 1.0 GiB of memory but" in refused and "is available" in refused

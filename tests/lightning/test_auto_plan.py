@@ -67,7 +67,7 @@ def test_strategy_auto_takes_everything_from_the_plan():
         (
             Candidate("metis", "rdm", rdm_order="dsds"),
             "rdm",
-            {"order": "dsds", "replication": None},
+            {"rdm_order": "dsds", "replication": None},
         ),
         (Candidate("metis", "p2p", "int8"), "p2p", {}),
     ]:
@@ -166,7 +166,7 @@ def test_fit_with_method_and_exchange_auto(tmp_path):
     )
     result = json.loads(out.read_text())
     assert result["mode"] == "rdm" and result["method"] == "random"
-    assert result["options"] == {"order": result["order"], "replication": None}
+    assert result["options"] == {"rdm_order": result["order"], "replication": None}
     assert result["pick"] == f"random + rdm {result['order']}"
     (folder,) = [p for p in tmp_path.iterdir() if p.name.startswith("sbm")]
     assert folder.name.startswith("sbm_num_nodes_600") and "-auto-p2-" in folder.name

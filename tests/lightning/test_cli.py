@@ -4,10 +4,11 @@ for a model that cannot work (in-process: nothing here builds a Trainer)."""
 from __future__ import annotations
 
 import pytest
+import pytorch_lightning as pl
 import yaml
 
 from lightning_gnn_dist.cli import main
-from lightning_gnn_dist.lightning.cli import CLIError, model_namespace
+from lightning_gnn_dist.lightning.cli import CLIError, check_option_order, model_namespace
 from lightning_gnn_dist.lightning.compat import (
     LIGHTNING_PYTORCH,
     PYTORCH_LIGHTNING,
@@ -73,3 +74,65 @@ def test_flat_model_block_still_configures_node_classifier(tmp_path, capsys):
     model = yaml.safe_load(capsys.readouterr().out)["model"]
     assert model["class_path"] == "lightning_gnn_dist.NodeClassifier._pytorch_lightning"
     assert model["init_args"]["model"] == "sage" and model["init_args"]["hidden_channels"] == 8
+
+
+class OwnDefaults(pl.LightningModule):
+    """Every default differs from NodeClassifier's (lr 0.01, weight_decay 5e-4, dropout 0.5,
+    hidden_channels 16), as in PyG's GraphSAGE example."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int = 256,
+        lr: float = 0.005,
+        weight_decay: float = 0.0,
+        dropout: float = 0.3,
+    ) -> None:
+        super().__init__()
+
+
+def test_a_user_module_keeps_its_own_defaults(tmp_path, capsys):
+    """Issue 18, item 7: init arguments the config leaves unset keep the module's defaults."""
+    config = tmp_path / "own.yaml"
+    class_path = "tests.lightning.test_cli.OwnDefaults"
+    config.write_text(f"model:\n  class_path: {class_path}\n  init_args: {{in_channels: 4}}\n")
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "--config", str(config), "--print_config"])
+    assert exit_.value.code == 0
+    init_args = yaml.safe_load(capsys.readouterr().out)["model"]["init_args"]
+    expected = {"hidden_channels": 256, "lr": 0.005, "weight_decay": 0.0, "dropout": 0.3}
+    assert {k: init_args[k] for k in expected} == expected
+
+
+def test_fit_help_names_the_module(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "--help"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: python -m lightning_gnn_dist [options] fit ")
+
+
+@pytest.mark.parametrize(
+    "argv, refused",
+    [
+        (["--trainer.devices", "4", "--config", "CONFIG"], "--trainer.devices"),
+        (["--trainer.devices=4", "-c", "CONFIG"], "--trainer.devices"),
+        (["--model.lr", "0.1", "--config=CONFIG"], "--model.lr"),  # sets model.init_args.lr
+        (["--model.init_args.lr", "0.1", "--config", "CONFIG"], "--model.init_args.lr"),
+        (["--trainer", "{}", "--config", "CONFIG"], "--trainer"),
+        (["--config", "CONFIG", "--trainer.devices", "4"], None),  # after: it wins, as meant
+        (["--trainer.num_nodes", "2", "--config", "CONFIG"], None),  # the config leaves it
+        (["--data.dataset", "digits", "--config", "CONFIG"], None),
+    ],
+)
+def test_an_option_the_config_replaces_is_refused(tmp_path, capsys, argv, refused):
+    """Issue 18, item 20: ``--trainer.devices 4 --config FILE`` where FILE sets devices."""
+    config = tmp_path / "run.yaml"
+    config.write_text("trainer: {devices: 2}\nmodel: {init_args: {lr: 0.01}}\n")
+    argv = ["fit", *(a.replace("CONFIG", str(config)) for a in argv)]
+    if refused is None:
+        check_option_order(argv)
+        return
+    with pytest.raises(CLIError, match=f"^{refused} comes before --config {config}, which sets"):
+        check_option_order(argv)
+    assert main(argv) == 2  # one line, exit 2, before any Trainer exists
+    assert capsys.readouterr().err.count("\n") == 1

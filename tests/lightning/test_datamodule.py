@@ -56,7 +56,7 @@ def test_store_folder_follows_the_partitioner_settings(tmp_path, monkeypatch):
     "kwargs, match",
     [
         ({"method": "nope"}, "unknown partition method 'nope'"),
-        ({"num_parts": 0}, "num_parts must be >= 1"),
+        ({"num_parts": 0}, "num_parts must be an integer >= 1"),
     ],
 )
 def test_datamodule_argument_errors(kwargs, match):
@@ -70,6 +70,39 @@ def test_datamodule_argument_errors(kwargs, match):
         ({"exchange": "smoke"}, "unknown exchange mode 'smoke'"),
         ({"loss_reduction": "max"}, "loss_reduction"),
         ({"timeout": -1}, "timeout must be positive"),
+        ({"timeout": float("nan")}, "timeout must be positive"),
+        # issue 18, item 8: typos were forwarded to DDP, which never used them
+        (
+            {"exchnage": "cached", "staleness_bund": 3},
+            r"'exchnage' \(did you mean 'exchange'\?\); valid: exchange, loss_reduction",
+        ),
+        (
+            {"exchange": "cached", "staleness_bund": 3},
+            r"unknown keyword argument 'staleness_bund' \(did you mean 'staleness_bound'",
+        ),
+        (
+            {"find_unused_parameters": True},
+            "'find_unused_parameters': GNNStrategy wraps no DistributedDataParallel",
+        ),
+        ({"ddp_comm_hook": print}, "'ddp_comm_hook': GNNStrategy wraps no"),
+        (
+            {"staleness_bound": 3},
+            r"staleness_bound=3 applies to exchange='cached' only \(got exchange='p2p'\)",
+        ),
+        (
+            {"exchange": "cd-0", "cache_backward": "fresh"},
+            "cache_backward='fresh' applies to exchange='cached'",
+        ),
+        # item 14 / 15
+        ({"exchange": "cd-05"}, "without leading zeros"),
+        ({"exchange": "cd-\u0665"}, "ASCII digits"),
+        ({"exchange": "cd-99999999999999999999"}, "from 1 to 999,999,999"),
+        ({"exchange": None}, "exchange must be a mode name"),
+        (
+            {"exchange": "cached", "staleness_bound": float("inf")},
+            "staleness_bound must be a finite",
+        ),
+        ({"exchange": "cached", "grad_clip": True}, "grad_clip must be a positive norm"),
     ],
 )
 def test_strategy_argument_errors(kwargs, match):
@@ -116,3 +149,47 @@ def test_verify_dataset_false_never_loads_the_graph(tmp_path, monkeypatch):
         GraphPartitionDataModule(
             data, method="random", num_parts=1, store=str(tmp_path / "s")
         ).prepare_data()
+
+
+def test_strategy_keeps_process_options_and_drops_unchanged_ddp_defaults():
+    """A parser passes every DDP argument at its default; those are dropped, the process
+    options kept."""
+    strategy = GNNStrategy(
+        exchange="cd-3", process_group_backend="gloo", find_unused_parameters=False
+    )
+    assert strategy.exchange_mode == "cd-3" and strategy._process_group_backend == "gloo"
+    cached = GNNStrategy(exchange="cached", staleness_bound=0)
+    assert cached.exchange_options["staleness_bound"] == 0
+
+
+@pytest.mark.parametrize(
+    "strategy, data, match",
+    [
+        ({"exchange": "cached"}, {"loader": "neighbor", "num_neighbors": [3]}, "caches nothing"),
+        ({"exchange": "cached"}, {"loader": "subgraph", "subgraph_size": 10}, "caches nothing"),
+        ({"exchange": "cd-0"}, {}, "runs on a vertex-cut partition"),
+        ({"exchange": "p2p"}, {"method": "vertex-cut"}, "runs on a vertex partition"),
+        (
+            {"exchange": "cd-0"},
+            {"method": "vertex-cut", "num_parts": 3},
+            "num_parts=3 but 2 processes",
+        ),
+    ],
+)
+def test_a_fit_the_strategy_refuses_ends_before_any_process_starts(tmp_path, strategy, data, match):
+    """Issue 18, items 14 and 15: the strategy checks the datamodule in the launcher, before
+    forking (no store is written, no rank starts)."""
+    trainer = pl.Trainer(
+        strategy=GNNStrategy(start_method="fork", **strategy),
+        accelerator="cpu",
+        devices=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+    )
+    module = GraphPartitionDataModule(
+        "digits", method=data.pop("method", "random"), root=str(tmp_path / "p"), **data
+    )
+    with pytest.raises(ValueError, match=match):
+        trainer.fit(NodeClassifier(in_channels=64, num_classes=10), datamodule=module)
+    assert not (tmp_path / "p").exists()

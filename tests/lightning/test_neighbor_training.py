@@ -10,10 +10,10 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from torch_geometric.nn import SAGEConv
+from torch_geometric.nn import GCNConv, SAGEConv
 from torchmetrics.classification import MulticlassAccuracy
 
-from lightning_gnn_dist import GraphPartitionDataModule
+from lightning_gnn_dist import CommunicationMonitor, GraphPartitionDataModule
 from lightning_gnn_dist.data import load_dataset
 
 DATASET = "sbm?num_nodes=400&num_classes=4&avg_degree=8&features=12&seed=3"
@@ -142,12 +142,29 @@ class EvalSAGE(PlainSAGE):
         self.log("val_logit_sum", out.sum(), reduce_fx="sum", sync_dist=True, batch_size=1)
 
 
-@pytest.mark.parametrize(("eval_loader", "world_size"), [("full", 1), ("full", 3), ("neighbor", 2)])
-def test_exact_evaluation_equals_full_graph(eval_loader, world_size, tmp_path):
+class EvalGCN(EvalSAGE):
+    """GCN normalises by source degrees: with fan-out -1 the last hop's vertices have no
+    in-edges in the batch, so exact evaluation needs the global degrees (issue 18, item 5)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = GCNConv(12, 16), GCNConv(16, 4)
+
+
+@pytest.mark.parametrize(
+    ("eval_loader", "world_size", "model"),
+    [
+        ("full", 1, EvalSAGE),
+        ("full", 3, EvalSAGE),
+        ("neighbor", 2, EvalSAGE),
+        ("neighbor", 2, EvalGCN),
+    ],
+)
+def test_exact_evaluation_equals_full_graph(eval_loader, world_size, model, tmp_path):
     """Layer-wise inference with the halo exchange, or sampled batches with fan-out -1: the
     synchronised accuracy and logits equal one full-graph forward pass."""
     pl.seed_everything(0)
-    module = EvalSAGE()
+    module = model()
     graph = load_dataset(DATASET)
     with torch.no_grad():
         out = module(graph.x, graph.edge_index)[graph.val_mask]
@@ -174,3 +191,76 @@ def test_exact_evaluation_equals_full_graph(eval_loader, world_size, tmp_path):
     (metrics,) = trainer.validate(module, datamodule=datamodule, verbose=False)
     assert metrics["val_acc"] == pytest.approx(expected_acc, abs=1e-6)
     assert metrics["val_logit_sum"] == pytest.approx(float(out.sum()), abs=1e-3)
+
+
+class NormSAGE(PlainSAGE):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.BatchNorm1d(16)
+
+    def forward(self, x, edge_index):
+        return self.conv2(self.norm(self.conv1(x, edge_index)).relu(), edge_index)
+
+
+class NormRecorder(pl.Callback):
+    def __init__(self, folder):
+        self.folder = folder
+
+    def on_train_end(self, trainer, pl_module):
+        buffers = {k: v.tolist() for k, v in pl_module.norm.state_dict().items()}
+        (self.folder / f"norm-{trainer.global_rank}.json").write_text(json.dumps(buffers))
+        (monitor,) = [c for c in trainer.callbacks if isinstance(c, CommunicationMonitor)]
+        traffic = {"logged": monitor.last_logged, "rows": monitor.last_epoch()}
+        (self.folder / f"comm-{trainer.global_rank}.json").write_text(json.dumps(traffic))
+
+
+def test_neighbor_batchnorm_statistics_are_synchronised(tmp_path):
+    """Item 6: BatchNorm in neighbour mode takes its batch statistics over every rank's batch
+    (SyncBatchNorm semantics), so the running statistics agree on every rank. Item 18: the
+    CommunicationMonitor reports the loader's traffic (it crashed), rows counted once."""
+    pl.seed_everything(0)
+    datamodule = GraphPartitionDataModule(
+        DATASET,
+        method="metis",
+        num_parts=2,
+        root=str(tmp_path / "stores"),
+        loader="neighbor",
+        num_neighbors=[4, 3],
+        batch_size=50,
+        shuffle=True,
+        cache_size=20,
+    )
+    monitor = CommunicationMonitor(print_table=True, plot_dir=str(tmp_path / "plots"))
+    trainer = pl.Trainer(
+        strategy="gnn_ddp_fork",
+        accelerator="cpu",
+        devices=2,
+        max_epochs=3,
+        callbacks=[NormRecorder(tmp_path), monitor],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+    )
+    trainer.fit(NormSAGE(), datamodule=datamodule)
+    ranks = [json.loads((tmp_path / f"norm-{r}.json").read_text()) for r in range(2)]
+    assert ranks[0]["num_batches_tracked"] == 3 * -(
+        -max(datamodule.store.meta["mask_counts"]["train_mask"]) // 50
+    )
+    for key in ("running_mean", "running_var"):
+        torch.testing.assert_close(torch.tensor(ranks[1][key]), torch.tensor(ranks[0][key]))
+    traffic = json.loads((tmp_path / "comm-0.json").read_text())
+    rows = {(r["layer"], r["direction"]): r for r in traffic["rows"]}
+    assert {("sampling", "request"), ("sampling", "response"), ("features", "response")} <= set(
+        rows
+    )
+    assert rows[("features", "response")]["width"] == 12  # the feature rows, counted once
+    assert rows[("features.ids", "response")]["width"] == 2  # their ids and labels
+    assert all(r["predicted_bytes_total"] == -1 for r in traffic["rows"])  # sampled: none
+    assert traffic["logged"]["comm/features/cache_hit_rows_total"] > 0
+    assert {p.name for p in (tmp_path / "plots").iterdir()} >= {
+        "balance.png",
+        "comm_vs_compute.png",
+    }

@@ -5,6 +5,7 @@ failing rank (and its traceback once), survivors stay quiet, and no process or t
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -13,8 +14,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from lightning_gnn_dist.utils.tempdirs import _host
+
 SCRIPT = Path(__file__).parent / "scripts" / "train_script.py"
 REPO = Path(__file__).resolve().parents[2]
+LOADED = 20  # seconds a loaded 2-core machine may add (quiet: SIGTERM ~1 s, frozen rank 0 ~1 s)
 
 
 def _run(tmp_path, *flags, timeout=180):
@@ -23,7 +27,7 @@ def _run(tmp_path, *flags, timeout=180):
         env.pop(key, None)
     env["TMPDIR"] = str(tmp_path / "tmp")
     env["FAILURE_TIME_FILE"] = str(tmp_path / "failed_at")
-    (tmp_path / "tmp").mkdir()
+    (tmp_path / "tmp").mkdir(exist_ok=True)
     (tmp_path / "pids").mkdir()
     args = [sys.executable, str(SCRIPT), "--root", str(tmp_path / "parts")]
     args += ["--pid-dir", str(tmp_path / "pids"), *flags]
@@ -49,6 +53,15 @@ def _alive(pid: int) -> bool:
         # Rank 1 also starts late (its imports, then 4 s): with timeout=4 bounding start-up
         # too, the launch itself would fail ("1/2 clients joined"); startup_timeout lets it join.
         ("stop", 1, "process stopped", ["--timeout", "4", "--delay-rank", "1", "--delay", "4"]),
+        # issue 18, item 11: the prefetch thread's group waited 30 minutes (torch's default)
+        ("stop", 1, "process stopped", ["--timeout", "4", "--mode", "neighbor", "--prefetch"]),
+        # item 13: exchange.close() at teardown raised on top of the failure (3 tracebacks)
+        (
+            "raise",
+            1,
+            "RuntimeError: deliberate failure on rank 1",
+            ["--timeout", "15", "--mode", "cd-2"],
+        ),
     ],
 )
 def test_failing_rank_gives_one_line_and_leaves_nothing(tmp_path, how, rank, summary, flags):
@@ -65,10 +78,10 @@ def test_failing_rank_gives_one_line_and_leaves_nothing(tmp_path, how, rank, sum
     assert "Connection closed by peer" not in output and not re.search(r"\[rank\d+\]:", output)
 
     if how == "stop":  # ended within the collective timeout (+ a few seconds to decide and exit)
-        assert ended - float((tmp_path / "failed_at").read_text()) < 4 + 20
+        assert ended - float((tmp_path / "failed_at").read_text()) < 4 + LOADED
     pids = [int(file.read_text()) for file in (tmp_path / "pids").glob("rank-*.pid")]
     assert len(pids) == 2 and not [pid for pid in pids if _alive(pid)]
-    assert list((tmp_path / "tmp").glob("lightning-gnn-dist-*")) == []  # the failure reports
+    assert list((tmp_path / "tmp").iterdir()) == []  # the failure reports, PyG's and torch's files
 
 
 def test_rank_frozen_after_training_is_killed_when_rank_0_ends(tmp_path):
@@ -87,7 +100,9 @@ def test_rank_frozen_after_training_is_killed_when_rank_0_ends(tmp_path):
 def test_timeouts_must_be_positive(name):
     from lightning_gnn_dist import GNNStrategy
 
-    with pytest.raises(ValueError, match=rf"{name} must be positive seconds \(got 0\)"):
+    with pytest.raises(
+        ValueError, match=rf"{name} must be positive seconds, at most 1e8 \(got 0\)"
+    ):
         GNNStrategy(**{name: 0})
 
 
@@ -106,3 +121,119 @@ def test_communication_errors_are_symptoms_not_causes(error, symptom):
     assert is_peer_failure(error) is symptom
     report = FailureReport.from_exception(3, error)
     assert report.line == f"rank 3 failed: {type(error).__name__}: {error}"
+
+
+# -- issue 18, items 10-13: SIGTERM, a frozen rank 0, a child that aborts after success -------
+SBM = "sbm?num_nodes=4000&avg_degree=10&features=16"  # big enough for ranks to wait in gloo
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    return tmp_path_factory.mktemp("parts")  # one store per method, shared by the runs
+
+
+def _start(tmp_path, parts, *flags) -> subprocess.Popen:
+    """The script in a session of its own (as coreutils' ``timeout`` or a SLURM step runs it),
+    training until signalled; ``tmp_path/started`` appears once every rank trains."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", PYTHONPATH=str(REPO))
+    for key in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK"):
+        env.pop(key, None)
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "pids").mkdir()
+    env.update(TMPDIR=str(tmp_path / "tmp"), TRAINING_STARTED_FILE=str(tmp_path / "started"))
+    args = [sys.executable, str(SCRIPT), "--root", str(parts), "--pid-dir", str(tmp_path / "pids")]
+    args += ["--dataset", SBM, "--epochs", "100000", *flags]
+    log = open(tmp_path / "out.log", "w")  # noqa: SIM115 - closed by the process's end
+    proc = subprocess.Popen(
+        args, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    deadline = time.monotonic() + 240
+    while not (tmp_path / "started").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, (
+            tmp_path / "out.log"
+        ).read_text()[-3000:]
+        time.sleep(0.1)
+    return proc
+
+
+def _pids(tmp_path) -> dict[int, int]:
+    return {
+        int(f.stem.split("-")[1]): int(f.read_text()) for f in (tmp_path / "pids").glob("*.pid")
+    }
+
+
+def _ended(tmp_path, proc, seconds: float) -> float:
+    """Seconds until rank 0 and every child are gone (fails past ``seconds``)."""
+    start, pids = time.monotonic(), _pids(tmp_path)
+    while proc.poll() is None or any(_alive(pid) for pid in pids.values()):
+        assert time.monotonic() - start < seconds, f"still running after {seconds} s"
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def _lines(tmp_path) -> list[str]:
+    output = (tmp_path / "out.log").read_text()
+    assert "Traceback" not in output and not re.search(r"\[rank\d+\]:", output), output[-3000:]
+    return [line for line in output.splitlines() if " failed: " in line or "SIGTERM" in line]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "mode", ["full", "cd-2", "cached", "neighbor", "subgraph"], ids=lambda m: f"mode-{m}"
+)
+def test_sigterm_ends_every_rank_at_once_with_one_line(tmp_path, parts, mode):
+    """Item 10: ranks blocked in gloo waits stayed until the 1800 s timeout; now every rank ends
+    within seconds (the timeout here is 300 s), with one line, leaving no file."""
+    flags = ["--mode", mode, "--timeout", "300", *(["--prefetch"] if mode == "neighbor" else [])]
+    proc = _start(tmp_path, parts, *flags)
+    os.killpg(proc.pid, signal.SIGTERM)  # every rank, as `timeout` and SLURM send it
+    _ended(tmp_path, proc, 10 + LOADED)  # not the 300 s timeout (nor 1800 s: it waited for it)
+    assert proc.returncode == 143
+    (line,) = _lines(tmp_path)  # rank 0's, or a child's that rank 0 saw first
+    assert re.fullmatch(r"rank [01] failed: terminated by SIGTERM", line), line
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "flags", [[], ["--mode", "neighbor", "--prefetch"]], ids=["full", "neighbor-prefetch"]
+)
+def test_a_frozen_rank_0_is_reported_and_ended(tmp_path, parts, flags):
+    """Item 13: a SIGSTOP of rank 0 left the launcher stopped and the children silent; the
+    first child whose collective times out reports it and ends it, within the timeout."""
+    proc = _start(tmp_path, parts, "--timeout", "4", *flags)
+    os.kill(_pids(tmp_path)[0], signal.SIGSTOP)
+    _ended(tmp_path, proc, 4 + 10 + LOADED)
+    lines = _lines(tmp_path)
+    assert lines == [f"rank 0 failed: {_STOPPED}"], lines
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+_STOPPED = "process stopped (SIGSTOP or a debugger) and missed the collective timeout"
+
+
+def test_a_child_that_aborts_after_a_successful_fit_is_not_a_failure(tmp_path):
+    """Item 13: a child dying in its shutdown (SIGABRT: "terminate called without an active
+    exception") after the last collective printed "rank 1 failed" with exit code 0. Item 12:
+    nothing of ours, PyG's or torch's is left in the temp folder, and a report folder of a
+    killed rank 0 (its owner gone) is removed by the next run."""
+    (tmp_path / "tmp").mkdir(parents=True, exist_ok=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    stale = tmp_path / "tmp" / f"lightning-gnn-dist-ranks-{_host()}-{gone.stdout.strip()}-0a1b2c3d"
+    stale.mkdir()
+    proc, _ = _run(tmp_path, "--fail-rank", "1", "--fail-how", "abort-after-fit", "--epochs", "2")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    assert " failed: " not in output and "SIGABRT" not in output, output[-3000:]
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_an_interrupt_of_rank_0_blames_no_rank(tmp_path, parts):
+    """Item 13: SIGINT to rank 0 printed a failure line for the child it killed itself."""
+    proc = _start(tmp_path, parts, "--timeout", "30")
+    os.kill(proc.pid, signal.SIGINT)
+    _ended(tmp_path, proc, 30)
+    output = (tmp_path / "out.log").read_text()
+    assert proc.returncode != 0 and " failed: " not in output, output[-3000:]

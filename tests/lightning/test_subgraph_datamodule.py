@@ -18,7 +18,7 @@ def test_options_are_validated():
         GraphPartitionDataModule(DATASET, loader="nope")
     with pytest.raises(ValueError, match="needs subgraph_size"):
         GraphPartitionDataModule(DATASET, loader="subgraph")
-    with pytest.raises(ValueError, match="steps_per_epoch must be >= 1"):
+    with pytest.raises(ValueError, match="steps_per_epoch must be an integer >= 1"):
         GraphPartitionDataModule(DATASET, loader="subgraph", subgraph_size=10, steps_per_epoch=0)
 
 

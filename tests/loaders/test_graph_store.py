@@ -119,6 +119,9 @@ def _same_as_single_process(rank, world_size, cache_size):
     traffic = {(t["layer"], t["direction"]): t for t in store.counter.as_dicts()}
     report["rows_requested"] = traffic[("features", "request")]["rows_sent"]
     report["x_bytes"] = traffic[("features", "response")]["bytes_received"]
+    report["x_bytes"] += traffic[("features.ids", "response")]["bytes_received"]
+    report["rows_received"] = traffic[("features", "response")]["rows_received"]
+    report["ids_rows_received"] = traffic[("features.ids", "response")]["rows_received"]
     report["cache_rows"] = store.cache_hit_rows - before
     report["sampling_request_sent"] = traffic[("sampling", "request")]["rows_sent"]
     report["sampling_response_received"] = traffic[("sampling", "response")]["rows_received"]
@@ -133,6 +136,8 @@ def test_partitioned_batches_give_identical_losses_and_gradients(world_size, cac
         assert report["rows_requested"] == report["remote_rows"] - report["cache_rows"]
         # float32 rows plus (dataset id, label) as two int64 per row
         assert report["x_bytes"] == report["rows_requested"] * (FEATURES * 4 + 2 * 8)
+        # issue 18, item 18: each fetched row counted once, its id/label block on its own line
+        assert report["rows_received"] == report["ids_rows_received"] == report["rows_requested"]
         assert (report["cache_rows"] > 0) == (cache_size > 0)
         assert report["sampling_request_sent"] == report["sampling_request_rows"] > 0
         assert report["sampling_response_received"] == report["sampling_response_rows"] > 0

@@ -105,7 +105,7 @@ def _train_case(rank, world_size, case):
     auto = case["orders"] == ["auto"]
     option = "auto" if auto else "model"
     exchange = make_exchange(
-        "rdm", part, order=option, replication=case["replication"], tuning_steps=1
+        "rdm", part, rdm_order=option, replication=case["replication"], tuning_steps=1
     )
     context = make_graph_context(part, exchange)
     context.prepare(model)
@@ -127,7 +127,7 @@ def _train_case(rank, world_size, case):
             exchange.order = order
         losses, first_grads, used = [], None, []
         for epoch in range(case["epochs"]):
-            exchange.begin_round(epoch)  # with order="auto": the order of this step
+            exchange.begin_round(epoch)  # with rdm_order="auto": the order of this step
             used.append(exchange.order)
             optimizer.zero_grad()
             exchange.counter.reset()
@@ -259,7 +259,7 @@ def test_rdm_training_equals_single_process_pyg(world_size):
 
 
 def check_auto(rank_runs):
-    """order="auto": warm-up, one timed step per Pareto order, then the fastest, on every rank."""
+    """rdm_order="auto": warm-up, one timed step per Pareto order, then the fastest, on every rank."""
     reports = [run["report"] for run in rank_runs]
     candidates = [c["order"] for c in reports[0]["pareto"]]  # sorted by the calibrated model
     assert sorted(candidates) == ["dsds", "sdsd"]
@@ -287,7 +287,7 @@ class _Wrap(torch.nn.Module):
 def _one_rank_context(model):
     data = _graph(True)
     part = next(build_local_partitions(data, np.zeros(N, dtype=np.int64), 1))
-    context = make_graph_context(part, make_exchange("rdm", part, order="model"))
+    context = make_graph_context(part, make_exchange("rdm", part, rdm_order="model"))
     return context, distribute(model), part
 
 

@@ -93,9 +93,9 @@ def test_store_for_another_sampler_is_refused(graph, tmp_path):
 
 
 def test_bad_settings_are_refused():
-    with pytest.raises(ValueError, match="edge_coverage must be >= 0"):
+    with pytest.raises(ValueError, match="edge_coverage must be a finite number >= 0"):
         get_partitioner("stochastic-hypergraph", edge_coverage=-1)
-    with pytest.raises(ValueError, match="min_batches <= max_batches"):
+    with pytest.raises(ValueError, match="max_batches must be an integer >= 5"):
         get_partitioner("stochastic-hypergraph", min_batches=5, max_batches=2)
     with pytest.raises(ValueError, match="unknown subgraph sampler"):
         get_partitioner("stochastic-hypergraph", sampler="nope").make_sampler(

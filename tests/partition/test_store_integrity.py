@@ -161,6 +161,18 @@ def test_datamodule_prepare_data_refuses_missing_or_resized_files(store, verify_
         module.prepare_data()
 
 
+@pytest.mark.parametrize("verify_dataset", [True, False])
+def test_a_flipped_byte_in_the_assignment_is_refused_before_training(store, verify_dataset):
+    """Issue 18, item 17: no rank reads assignment.npy, so prepare_data hashes it (8 bytes per
+    vertex); same size, other bytes is caught there."""
+    flip(store / "assignment.npy")
+    module = GraphPartitionDataModule(
+        SPEC, method="random", num_parts=PARTS, store=str(store), verify_dataset=verify_dataset
+    )
+    with pytest.raises(PartitionStoreError, match="assignment.npy does not match its checksum"):
+        module.prepare_data()
+
+
 def test_a_rank_hashes_the_part_it_loads(store):
     """Same size, other bytes: only the rank that loads the part can (and does) tell."""
     flip(store / "part-00000.pt")

@@ -20,7 +20,9 @@ DATASET = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
 
 
 def _bar_heights(ax, label=None):
-    containers = [c for c in ax.containers if label is None or c.get_label() == label]
+    containers = [
+        c for c in ax.containers if label is None or c.get_label().split(" (")[0] == label
+    ]
     return np.concatenate([[bar.get_height() for bar in c] for c in containers])
 
 
@@ -74,9 +76,11 @@ def test_balance_figure_plots_each_per_rank_array():
     assert [ax.get_ylabel() for ax in fig.axes] == [
         "owned vertices (rows)",
         "non-zeros of Â",
-        "halo rows per epoch",
+        "rows per epoch,\nall exchanges",
         "seconds per epoch",
     ]
+    # issue 18, item 19: the sum over exchanges cannot be mistaken for the table's per-exchange rows
+    assert ax_rows.get_title(loc="left") == plots.partition.ROWS_SUMMED
 
 
 def test_comm_compute_figure_plots_mean_and_max_per_epoch():
@@ -100,6 +104,11 @@ def test_partition_comparison_draws_every_method_per_rank():
     for ax, field in zip(fig.axes, ("send_rows", "recv_rows", "part_nnz"), strict=True):
         for method, m in metrics.items():
             np.testing.assert_array_equal(_bar_heights(ax, method), getattr(m, field))
+    # issue 18, item 19: random's rows next to METIS's on a log axis, and as ratios to random
+    assert [ax.get_yscale() for ax in fig.axes] == ["symlog", "symlog", "linear"]
+    ratio = metrics["metis"].send_rows.mean() / metrics["random"].send_rows.mean()
+    labels = [c.get_label() for c in fig.axes[0].containers]
+    assert labels == [f"metis ({ratio:.2f}x random)", "random (1.00x random)"]
 
 
 def test_partition_compare_cli_writes_the_plot(tmp_path, capsys):

@@ -1,14 +1,18 @@
 """A tiny distributed fit driven by command-line flags, for launcher contract tests.
 
     python train_script.py --root DIR [--devices 2] [--fail-rank R --fail-epoch E]
-                           [--fail-how raise|kill|stop|stop-after-fit] [--timeout S] [--startup-timeout S]
+                           [--fail-how raise|kill|stop|stop-after-fit|abort-after-fit]
+                           [--timeout S] [--startup-timeout S]
                            [--delay-rank R --delay S] [--pid-dir DIR]
                            [--predict-dir DIR] [--result FILE]
+                           [--dataset SPEC] [--mode full|cd-2|cached|neighbor|subgraph] [--prefetch]
+                           [--started FILE]
 
 Run directly (Lightning's subprocess launcher starts the other ranks) or under torchrun.
 """
 
 import argparse
+import atexit
 import json
 import os
 import signal
@@ -16,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytorch_lightning as pl
+import torch.nn.functional as F
 
 from lightning_gnn_dist import (
     GNNStrategy,
@@ -23,6 +28,14 @@ from lightning_gnn_dist import (
     NodeClassifier,
     PredictionWriter,
 )
+
+MODES = {  # mode: (exchange, datamodule options)
+    "full": ("p2p", {}),
+    "cd-2": ("cd-2", {}),
+    "cached": ("cached", {}),
+    "neighbor": ("p2p", {"loader": "neighbor", "num_neighbors": [5, 5], "batch_size": 64}),
+    "subgraph": ("p2p", {"loader": "subgraph", "subgraph_size": 0.3, "steps_per_epoch": 3}),
+}
 
 
 class FailingClassifier(NodeClassifier):
@@ -33,7 +46,10 @@ class FailingClassifier(NodeClassifier):
         self.fail_rank, self.fail_epoch, self.fail_how = fail_rank, fail_epoch, fail_how
 
     def training_step(self, batch, batch_idx):
-        failing = self.global_rank == self.fail_rank and self.fail_how != "stop-after-fit"
+        started = os.environ.get("TRAINING_STARTED_FILE")
+        if started and self.global_rank == 0 and batch_idx == 0 and self.current_epoch == 1:
+            Path(started).write_text(str(time.time()))  # every rank is in its training loop
+        failing = self.global_rank == self.fail_rank and not self.fail_how.endswith("-after-fit")
         if failing and self.current_epoch == self.fail_epoch:
             if self.fail_how == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -42,6 +58,9 @@ class FailingClassifier(NodeClassifier):
                     Path(os.environ["FAILURE_TIME_FILE"]).write_text(str(time.time()))
                 os.kill(os.getpid(), signal.SIGSTOP)
             raise RuntimeError(f"deliberate failure on rank {self.global_rank}")
+        if "train_mask" not in batch:  # a neighbour batch: the seeds come first
+            out = self(batch.x, batch.edge_index)[: batch.batch_size]
+            return F.cross_entropy(out, batch.y[: batch.batch_size])
         return super().training_step(batch, batch_idx)
 
 
@@ -53,7 +72,9 @@ def main() -> None:
     parser.add_argument("--fail-rank", type=int, default=-1)
     parser.add_argument("--fail-epoch", type=int, default=1)
     parser.add_argument(
-        "--fail-how", choices=["raise", "kill", "stop", "stop-after-fit"], default="raise"
+        "--fail-how",
+        choices=["raise", "kill", "stop", "stop-after-fit", "abort-after-fit"],
+        default="raise",
     )
     parser.add_argument("--timeout", type=float, default=30)
     parser.add_argument("--startup-timeout", type=float, default=300)
@@ -62,6 +83,9 @@ def main() -> None:
     parser.add_argument("--pid-dir")
     parser.add_argument("--predict-dir")
     parser.add_argument("--result")
+    parser.add_argument("--dataset", default="digits")
+    parser.add_argument("--mode", choices=list(MODES), default="full")
+    parser.add_argument("--prefetch", action="store_true")
     args = parser.parse_args()
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -71,11 +95,14 @@ def main() -> None:
         time.sleep(args.delay)  # a rank that is slow to start (a loaded machine)
 
     pl.seed_everything(0)
-    model = FailingClassifier(
-        args.fail_rank, args.fail_epoch, args.fail_how, in_channels=64, num_classes=10
-    )
+    exchange, data_options = MODES[args.mode]
+    if args.prefetch:
+        data_options = {**data_options, "prefetch": True}
+    model = FailingClassifier(args.fail_rank, args.fail_epoch, args.fail_how)
     trainer = pl.Trainer(
-        strategy=GNNStrategy(timeout=args.timeout, startup_timeout=args.startup_timeout),
+        strategy=GNNStrategy(
+            exchange=exchange, timeout=args.timeout, startup_timeout=args.startup_timeout
+        ),
         accelerator="cpu",
         devices=args.devices,
         max_epochs=args.epochs,
@@ -84,11 +111,17 @@ def main() -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
         callbacks=[PredictionWriter(args.predict_dir)] if args.predict_dir else [],
+        limit_val_batches=0 if args.mode == "neighbor" else None,
     )
-    datamodule = GraphPartitionDataModule("digits", method="metis", root=args.root)
+    method = "vertex-cut" if exchange.startswith("cd-") else "metis"
+    datamodule = GraphPartitionDataModule(
+        args.dataset, method=method, root=args.root, **data_options
+    )
     trainer.fit(model, datamodule=datamodule)
     if args.fail_how == "stop-after-fit" and trainer.global_rank == args.fail_rank:
         os.kill(os.getpid(), signal.SIGSTOP)  # frozen after the last collective
+    if args.fail_how == "abort-after-fit" and trainer.global_rank == args.fail_rank:
+        atexit.register(os.abort)  # dies of SIGABRT in its shutdown, after a successful fit
     if args.predict_dir:
         trainer.predict(model, datamodule=datamodule, return_predictions=False)
     if args.result and trainer.is_global_zero:

@@ -1,0 +1,183 @@
+"""The graph context of a sampled neighbour batch (``loader="neighbor"``, design §7).
+
+A neighbour batch is complete on its rank: its rows and edges were sampled and fetched by the
+loader, so nothing moves inside the model. The context still matters for two things:
+
+* ``GCNConv`` normalises by degrees. With fan-out ``-1`` on every hop the batch carries the
+  **global** in-degrees and self loops of its vertices (``global_in_degree``,
+  ``global_self_loops``), so the seeds' outputs equal full-graph outputs; without them (sampled
+  fan-outs) the degrees are the batch's own, as PyG's ``NeighborLoader`` gives them.
+* Batch norms synchronise their statistics over every rank's batch (SyncBatchNorm semantics),
+  so the running statistics are identical on every rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from lightning_gnn_dist.comm.counters import CommCounter
+from lightning_gnn_dist.data.csr import CSRAdjacency
+from lightning_gnn_dist.data.graph import gcn_norm_weights
+from lightning_gnn_dist.nn.context import GraphContext
+from lightning_gnn_dist.nn.spmm import SparseMatrix
+
+
+@dataclass
+class SampledBatch:
+    """What the layers see of a neighbour batch.
+
+    Attributes:
+        edge_index: ``[2, E] int64`` the batch's edges over its ``num_nodes`` rows.
+        num_nodes: rows of the batch.
+        in_degree: ``[num_nodes] int64`` global in-degree without self loops, or ``None`` (the
+            batch's own degrees are used).
+        num_self_loops: ``[num_nodes] int64`` global self loops, or ``None``.
+    """
+
+    edge_index: Tensor
+    num_nodes: int
+    in_degree: Tensor | None = None
+    num_self_loops: Tensor | None = None
+
+    kind = "sampled"
+    num_halo = 0
+
+    @property
+    def num_owned(self) -> int:
+        return self.num_nodes
+
+    def gcn_edge_weight(
+        self,
+        add_self_loops: bool = True,
+        improved: bool = False,
+        normalize: bool = True,
+        edge_index: Tensor | None = None,
+        num_rows: int | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """PyG 2.8 ``gcn_norm`` of ``edge_index`` (default: the batch's) over the first
+        ``num_rows`` batch rows, with the global degrees when the batch has them."""
+        del improved  # PyG 2.8 ignores it when no edge weights are given
+        edge_index = self.edge_index if edge_index is None else edge_index
+        num_rows = self.num_nodes if num_rows is None else num_rows
+        if self.in_degree is not None:
+            degree, loops = self.in_degree[:num_rows], self.num_self_loops[:num_rows]
+        else:
+            src, dst = edge_index
+            loop = src == dst
+            degree = torch.bincount(dst[~loop], minlength=num_rows)
+            loops = torch.bincount(dst[loop], minlength=num_rows)
+        rows = torch.arange(num_rows, device=edge_index.device)
+        return gcn_norm_weights(edge_index, degree, loops, rows, add_self_loops, normalize)
+
+
+class NoHalo:
+    """The exchange of a complete batch: every row is local, no halo row moves.
+
+    Attributes:
+        group: the process group batch norms synchronise over. (default: the world group)
+        world_size: ranks in ``group`` (1 without a process group).
+    """
+
+    mode = "local"
+    exact = True
+
+    def __init__(self, group=None) -> None:
+        self.group = group
+        initialised = dist.is_available() and dist.is_initialized()
+        self.world_size = dist.get_world_size(group) if initialised else 1
+        self.counter = CommCounter()
+
+    def start(self, h_owned: Tensor, layer: str) -> _Ready:
+        return _Ready(h_owned.new_empty((0, *h_owned.shape[1:])))
+
+    def __call__(self, h_owned: Tensor, layer: str) -> Tensor:
+        return h_owned.new_empty((0, *h_owned.shape[1:]))
+
+    def begin_round(self, epoch: int | None) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        del state
+
+
+@dataclass
+class _Ready:
+    rows: Tensor
+
+    def wait(self) -> Tensor:
+        return self.rows
+
+
+@dataclass
+class SampledBatchContext(GraphContext):
+    """:class:`GraphContext` of a neighbour batch (``partition`` is a :class:`SampledBatch`,
+    ``exchange`` a :class:`NoHalo`)."""
+
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_batch(cls, batch, group=None) -> SampledBatchContext:
+        """The context of a neighbour loader's batch (a PyG ``Data``)."""
+        view = SampledBatch(
+            batch.edge_index,
+            int(batch.num_nodes),
+            getattr(batch, "global_in_degree", None),
+            getattr(batch, "global_self_loops", None),
+        )
+        return cls(view, NoHalo(group))
+
+    def gcn_graph(
+        self,
+        add_self_loops: bool,
+        improved: bool,
+        normalize: bool = True,
+        edge_index: Tensor | None = None,
+        num_rows: int | None = None,
+    ) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor]]:
+        """Every edge is an owned edge: ``(edges, empty halo edges, (weights, empty))`` for the
+        layer's ``edge_index`` (a model may trim the batch per layer)."""
+        if edge_index is None or edge_index is self.partition.edge_index:
+            edge_index, num_rows = self.partition.edge_index, self.partition.num_nodes
+        key = ("gcn", add_self_loops, improved, normalize, id(edge_index), num_rows)
+        if key not in self._cache:
+            edges, weight = self.partition.gcn_edge_weight(
+                add_self_loops, improved, normalize, edge_index, num_rows
+            )
+            empty = edges[:, :0]
+            self._cache[key] = (edges, empty, (weight, weight[:0]), edge_index)
+        return self._cache[key][:3]
+
+    def gcn_matrices(
+        self,
+        add_self_loops: bool,
+        improved: bool,
+        normalize: bool = True,
+        edge_index: Tensor | None = None,
+        num_rows: int | None = None,
+    ) -> tuple[SparseMatrix, SparseMatrix]:
+        """:meth:`gcn_graph` as CSR matrices: the batch's ``[num_rows × num_rows]`` and an
+        empty halo matrix (no halo row exists)."""
+        if edge_index is None or edge_index is self.partition.edge_index:
+            edge_index, num_rows = self.partition.edge_index, self.partition.num_nodes
+        key = ("gcn-csr", add_self_loops, improved, normalize, id(edge_index), num_rows)
+        if key not in self._cache:
+            edges, _, (weight, _) = self.gcn_graph(
+                add_self_loops, improved, normalize, edge_index, num_rows
+            )
+            adj = CSRAdjacency.from_edge_index(edges, num_rows, num_rows)
+            none = CSRAdjacency.from_edge_index(edges[:, :0], num_rows, 0)
+            self._cache[key] = (
+                SparseMatrix(adj, adj.entry_values(weight)),
+                SparseMatrix(none, none.entry_values(weight[:0])),
+            )
+        return self._cache[key]
