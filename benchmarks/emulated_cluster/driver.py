@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common.stores import build_store
-from benchmarks.emulated_cluster.report import analyse_topology
+from benchmarks.emulated_cluster.report import MODELLED, analyse_topology
 from benchmarks.harness import REPO, Run, log
 from lightning_gnn_dist.data import load_dataset
 from lightning_gnn_dist.testing.cluster import emulation_unavailable_reason
@@ -51,6 +51,7 @@ VARIANTS: dict[str, dict] = {
     "cd-5": full_batch("vertex-cut", "cd-5"),
     "0c": full_batch("vertex-cut", "0c"),
     "neighbor/metis": NEIGHBOR,
+    "rdm/hypergraph": full_batch("hypergraph", "rdm", rdm_order="model"),
 }
 #: Variants trained to the end for test accuracy (exact first: the others are compared to it).
 ACCURACY_VARIANTS = [
@@ -94,9 +95,6 @@ def make_stores(dataset: str, parts: int, cache: Path, variants: list[str]) -> d
 #: Variants the cost model predicts: each fit of them is preceded by a calibration of the compute
 #: costs on every node, so that the prediction uses the costs of the same minute of a shared
 #: machine.
-MODELLED = ("p2p/hypergraph", "broadcast/hypergraph", "p2p/metis", "p2p/random")
-
-
 def make_plan(config: dict, rounds: int, variants: list[str], stores: dict[str, str]) -> dict:
     """Blocks in run order, one fit each: first a probe of every link; then per round every
     variant (forwards in even rounds, backwards in odd ones) at every link rate (alternating
