@@ -391,7 +391,7 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
-BENCHMARK = Benchmark("auto_plan", __doc__, run, render, repeats=5, quick_repeats=1)
+BENCHMARK = Benchmark("auto_plan", __doc__, run, render, repeats=7, quick_repeats=1)
 
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == NODE_FLAG:
