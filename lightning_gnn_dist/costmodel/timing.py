@@ -14,6 +14,7 @@ slowest rank's, so every rank reaches the same decision.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -54,10 +55,12 @@ def time_candidates(
     dims: Sequence[int],
     steps: int = DEFAULT_TIMED_STEPS,
 ) -> dict[str, float]:
-    """Seconds of one GCN training step of each candidate (by ``name``): the fastest of
+    """Seconds of one GCN training step of each candidate (by ``name``): the median of
     ``steps`` timed steps, each the slowest rank's, after one warm-up step of every candidate;
-    the candidates take turns step by step (a load that comes and goes falls on all of them,
-    and the fastest step is the one least disturbed). Collective when a process group exists.
+    the candidates take turns step by step, so a load that comes and goes falls on all of them.
+    The median, not the fastest step: ranks that share cores make some modes' steps vary
+    several-fold, and the epoch a user waits for is the typical one. Collective when a process
+    group exists.
     """
     from lightning_gnn_dist.comm import make_exchange
     from lightning_gnn_dist.nn import use_graph_context
@@ -108,7 +111,7 @@ def time_candidates(
     finally:
         for run in runs:
             run[2].exchange.close()
-    return {name: min(values) for name, values in samples.items()}
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def timed_methods(plan: Plan, top_k: int) -> list[str]:
