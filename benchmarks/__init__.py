@@ -26,4 +26,5 @@ NAMES = (
     "emulated_cluster",
     "rdm",
     "peer_dgl",
+    "auto_plan",
 )

@@ -193,6 +193,7 @@ RUN: dict[str, Run] = {
     ),
     "rdm-cost-model-cli": Run(in_process=True, expect=(r"pred\. rdm ms", r"rdm order")),
     "placement-compare": Run(in_process=True, expect=(r"inter-node", r"hier\. inter")),
+    "auto-plan-cli": Run(in_process=True, expect=(r"automatic plan", r"◀", r"fastest predicted")),
 }
 
 SKIP: dict[str, str] = {
@@ -222,6 +223,8 @@ SKIP: dict[str, str] = {
     "torchrun-one-machine": "tests/lightning/test_launchers.py runs a two-process torchrun launch "
     "(with its agent's log folder kept out of TMPDIR)",
     "make-docs": "test_docs_build runs the same Sphinx command",
+    "auto-plan": "needs a probe's JSON (net.json); tests/lightning/test_auto_plan.py fits with "
+    "method='auto' and exchange='auto' the same way (fork, 2 ranks)",
     "codec": "a 2-rank fit (~50 s under load): tests/lightning/test_codec_training.py trains "
     "GNNStrategy(codec=...) the same way (fork) and checks the monitor's codec, bytes ÷ fp32 and "
     "bytes = predicted",

@@ -88,9 +88,25 @@ def _partition_parser() -> argparse.ArgumentParser:
     cmp.add_argument(
         "--methods",
         nargs="+",
-        default=list(DEFAULT_METHODS),
+        default=None,
         choices=sorted(PARTITIONERS),
-        help=f"(default: {' '.join(DEFAULT_METHODS)})",
+        help=f"(default: {' '.join(DEFAULT_METHODS)}; with --auto: hypergraph metis random)",
+    )
+    cmp.add_argument(
+        "--auto",
+        action="store_true",
+        help="print the automatic plan's table (method='auto' / exchange='auto'): every "
+        "method x exchange mode predicted with the cost model, the pick marked; needs --widths",
+    )
+    cmp.add_argument(
+        "--allow-stale",
+        action="store_true",
+        help="with --auto: also the approximate plans (cached, lossy codecs)",
+    )
+    cmp.add_argument(
+        "--cores",
+        type=int,
+        help="with --auto: cores the ranks share on one machine (compute slows by P / cores)",
     )
     cmp.add_argument(
         "--widths",
@@ -100,9 +116,10 @@ def _partition_parser() -> argparse.ArgumentParser:
     )
     cmp.add_argument(
         "--network",
-        default="infiniband",
-        choices=["infiniband", "loopback"],
-        help="network preset of the predicted epoch time (default: infiniband, 12.5 GB/s, 2 µs)",
+        default=None,
+        help="network of the predicted epoch time: a preset (infiniband: 12.5 GB/s, 2 µs; "
+        "loopback) or the JSON file of `probe --json` (default: infiniband; with --auto: "
+        "loopback, as GraphPartitionDataModule(method='auto'))",
     )
     cmp.add_argument(
         "--exchange",
@@ -138,17 +155,14 @@ def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespa
     """``predicted_epoch_seconds`` (``--exchange``), ``predicted_epoch_seconds_by_exchange``
     (p2p, broadcast, rdm) and ``rdm_order`` per row from the cost model (``None`` for a vertex
     cut)."""
-    from lightning_gnn_dist.costmodel import NETWORKS, calibrate, predict_epoch, rdm_pick
+    from lightning_gnn_dist.costmodel import calibrate, predict_epoch, rdm_pick
+    from lightning_gnn_dist.costmodel.plan import resolve_network
     from lightning_gnn_dist.partition.metrics import PartitionMetrics
     from lightning_gnn_dist.partition.placement import Topology
 
-    try:
-        dims = [int(w) for w in args.widths.split(",")]
-    except ValueError:
-        raise ValueError(
-            f"--widths {args.widths!r}: give comma-separated integers, e.g. 64,16,8"
-        ) from None
+    dims = _widths(args.widths)
     costs = calibrate(dims)
+    network = resolve_network(args.network)
     modes = list(dict.fromkeys([args.exchange, *COMPARED_EXCHANGES]))
     if args.nodes > 1:
         modes.append("hierarchical")
@@ -161,12 +175,56 @@ def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespa
         if args.nodes > 1:  # each level priced (one preset for both)
             placed["topology"] = Topology(args.nodes, args.num_parts // args.nodes)
         seconds = {
-            mode: predict_epoch(m, dims, costs, args.network, mode, **placed).epoch_seconds
+            mode: predict_epoch(m, dims, costs, network, mode, **placed).epoch_seconds
             for mode in modes
         }
         row["predicted_epoch_seconds"] = seconds[args.exchange]
         row["predicted_epoch_seconds_by_exchange"] = seconds
-        row["rdm_order"] = rdm_pick(m, dims, costs, NETWORKS[args.network])
+        row["rdm_order"] = rdm_pick(m, dims, costs, network)
+
+
+def _widths(text: str) -> list[int]:
+    try:
+        return [int(w) for w in text.split(",")]
+    except ValueError:
+        raise ValueError(
+            f"--widths {text!r}: give comma-separated integers, e.g. 64,16,8"
+        ) from None
+
+
+def _print_auto_plan(data, args: argparse.Namespace, options: dict, title: str) -> None:
+    """``partition-compare --auto``: the plan table of ``method="auto"`` without training."""
+    from lightning_gnn_dist.costmodel import calibrate
+    from lightning_gnn_dist.costmodel.plan import (
+        AUTO_METHODS,
+        partition_candidates,
+        plan_from_metrics,
+    )
+
+    if not args.widths:
+        raise ValueError("--auto predicts epochs: give the model's --widths, e.g. 64,16,8")
+    if options:
+        raise ValueError("--auto uses each method's defaults; drop --option")
+    if args.cores is not None and args.cores < 1:
+        raise ValueError(f"--cores must be >= 1 (got {args.cores})")
+    dims = _widths(args.widths)
+    methods = args.methods or list(AUTO_METHODS)
+    metrics, sources = partition_candidates(
+        data, args.num_parts, methods, seed=args.seed, epsilon=args.epsilon
+    )
+    plan = plan_from_metrics(
+        metrics,
+        dims,
+        calibrate(dims),
+        args.network or "loopback",
+        allow_stale=args.allow_stale,
+        cores=args.cores,
+        sources=sources,
+    )
+    if args.json:
+        print(json.dumps(plan.to_dict(), indent=1))
+    else:
+        print_table(Console(), plan.table(f"automatic plan: {title}"))
 
 
 def parse_options(items: Sequence[str]) -> dict[str, object]:
@@ -200,7 +258,7 @@ def run_partition_command(argv: Sequence[str]) -> int:
         raise ValueError("--force rebuilds the store given by --out; add --out DIR")
     from lightning_gnn_dist.data import load_dataset
     from lightning_gnn_dist.partition import get_partitioner
-    from lightning_gnn_dist.partition.compare import compare_partitioners
+    from lightning_gnn_dist.partition.compare import DEFAULT_METHODS, compare_partitioners
     from lightning_gnn_dist.partition.report import comparison_table, metrics_table
     from lightning_gnn_dist.partition.store import partition_to_store
 
@@ -211,11 +269,17 @@ def run_partition_command(argv: Sequence[str]) -> int:
     console = Console()
     data = load_dataset(args.dataset)
     title = f"{args.dataset}: {data.num_nodes} vertices, {data.edge_index.size(1)} edges, P = {args.num_parts}"
+    if args.command == "partition-compare" and args.auto:
+        _print_auto_plan(data, args, options, title)
+        return 0
     if args.command == "partition-compare":
+        if args.allow_stale or args.cores is not None:
+            raise ValueError("--allow-stale and --cores apply to --auto only")
+        args.network = args.network or "infiniband"
         rows = compare_partitioners(
             data,
             args.num_parts,
-            args.methods,
+            args.methods or list(DEFAULT_METHODS),
             seed=args.seed,
             epsilon=args.epsilon,
             keep_metrics=True,

@@ -7,8 +7,9 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch_geometric.data import Data
 
@@ -24,7 +25,12 @@ from lightning_gnn_dist.partition.store import FORMAT_VERSION, PartitionStore, P
 from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
 from lightning_gnn_dist.utils.checks import check_bool, check_int
 
+if TYPE_CHECKING:
+    from lightning_gnn_dist.costmodel.plan import Plan
+
 LOADERS = ("full", "neighbor", "subgraph")
+AUTO = "auto"
+PLAN_FILE = "plan.json"
 
 _LOADER_OPTIONS: dict[str, tuple[tuple[str, ...], object]] = {
     # option: (loaders it applies to, its default)
@@ -100,8 +106,13 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         dataset (str or Data): dataset spec, see :func:`~lightning_gnn_dist.data.load_dataset`,
             or an in-memory PyG ``Data`` (named by its ``name`` attribute in the store path).
             (default: ``"digits"``)
-        method (str): partition method (``hypergraph``, ``metis``, ``random``, ...).
-            (default: ``"hypergraph"``)
+        method (str): partition method (``hypergraph``, ``metis``, ``random``, ...), or
+            ``"auto"``: rank 0 predicts every candidate plan (partitioner × exchange mode, see
+            :mod:`lightning_gnn_dist.costmodel.plan`) in ``prepare_data``, prints the table and
+            stores the pick in ``plan.json`` beside the candidates' partition stores; every rank
+            and every resumed run then reads that plan (``GNNStrategy(exchange="auto")`` runs
+            its exchange). Needs ``plan_options`` with the model's ``widths`` and
+            ``loader="full"``. (default: ``"hypergraph"``)
         num_parts (int, optional): parts; must equal the world size. (default: the world size)
         root (str): directory holding partition stores, one folder per dataset, method, parts,
             seed, epsilon and hash of the partitioner's settings. (default: ``"partitions"``)
@@ -152,6 +163,12 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             ``{"vertex_weight": "work"}`` (work-balanced parts, see
             :mod:`~lightning_gnn_dist.partition.weights`); they are part of the store's
             settings. (default: ``None``)
+        plan_options (dict, optional): with ``method="auto"``: ``widths`` (required, the GCN's
+            ``[d_0, ..., d_L]``), ``network`` (preset, ``probe --json`` file or
+            :class:`~lightning_gnn_dist.costmodel.Network`; default ``"loopback"``),
+            ``allow_stale`` (let ``cached`` and lossy codecs be candidates; default ``False``:
+            exact plans only), ``methods``, ``exchanges``, ``costs``, ``cores``; see
+            :func:`~lightning_gnn_dist.costmodel.plan.check_plan_options`. (default: ``None``)
 
     Integrity: ``prepare_data`` refuses a store with an edited ``meta.json`` or a missing or
     resized file (cheap: no file is read), and each rank hashes the one part it loads in
@@ -184,8 +201,10 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         steps_per_epoch: int | None = None,
         subgraph_seed: int = 0,
         partition_options: dict[str, Any] | None = None,
+        plan_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        from lightning_gnn_dist.costmodel.plan import check_plan_options
         from lightning_gnn_dist.partition import get_partitioner
 
         given = {k: v for k, v in locals().items() if k in _LOADER_OPTIONS}
@@ -221,8 +240,30 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         options = dict(partition_options or {})
         if method == "stochastic-hypergraph":
             options |= {"sampler": subgraph_sampler, "subgraph_size": subgraph_size}
-        self.partitioner = get_partitioner(method, seed=seed, epsilon=epsilon, **options)
-        self.partition_kind = self.partitioner.kind
+        self.plan: Plan | None = None
+        self.plan_options: dict[str, Any] | None = None
+        if method == AUTO:
+            if loader != "full":
+                raise ValueError(
+                    f"method='auto' plans full-batch training (its cost model predicts full-batch "
+                    f"epochs); loader={loader!r} needs a fixed method, e.g. method='metis'"
+                )
+            if options:
+                raise ValueError(
+                    "partition_options do not apply to method='auto' (each candidate uses its "
+                    "defaults); to restrict the candidates pass plan_options={'methods': [...]}"
+                )
+            self.plan_options = check_plan_options(plan_options)
+            self.partitioner = None  # the plan's method, once known (_use_plan)
+            self.partition_kind = "vertex"  # every candidate is a vertex partition
+        else:
+            if plan_options is not None:
+                raise ValueError(
+                    f"plan_options apply to method='auto' only (got method={method!r}); drop "
+                    "them or set method='auto'"
+                )
+            self.partitioner = get_partitioner(method, seed=seed, epsilon=epsilon, **options)
+            self.partition_kind = self.partitioner.kind
         if self.partition_kind != "vertex" and loader != "full":
             raise ValueError(
                 f"loader={loader!r} samples from a vertex partition, but method={method!r} makes "
@@ -248,7 +289,10 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
 
     @property
     def store_path(self) -> Path:
-        """Directory of the partition store used by this module."""
+        """Directory of the partition store used by this module (``method="auto"``: the
+        planned method's store inside :attr:`plan_dir`)."""
+        if self.method == AUTO:
+            return self.plan_dir / self._read_plan().pick.method
         if self.store_dir is not None:
             return Path(self.store_dir)
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", self._dataset_name).strip("_")[:80]
@@ -274,6 +318,156 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         world = self.trainer.world_size
         return Topology(nodes, world // nodes) if world % nodes == 0 else None
 
+    # -- method="auto" ------------------------------------------------------------------------
+    @property
+    def plan_dir(self) -> Path:
+        """``method="auto"``: the folder holding ``plan.json`` and one partition store per
+        candidate method (``store`` if given, else one folder under ``root`` per dataset, parts,
+        seed, epsilon and hash of the plan's settings)."""
+        if self.store_dir is not None:
+            return Path(self.store_dir)
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", self._dataset_name).strip("_")[:80]
+        digest = hashlib.sha256(
+            json.dumps(self._plan_settings(), sort_keys=True, default=str).encode()
+        ).hexdigest()[:8]
+        name = f"{slug}-auto-p{self._parts()}-s{self.seed}-e{self.epsilon:g}-{digest}"
+        return Path(self.root) / name
+
+    def _plan_settings(self) -> dict[str, Any]:
+        """The plan options that pick its folder: the user's, with the exchange narrowed to the
+        strategy's own when it is not ``"auto"`` (and then no lossy codec: the strategy's codec
+        is the user's)."""
+        from dataclasses import asdict
+
+        from lightning_gnn_dist.costmodel.plan import (
+            EXACT_EXCHANGES,
+            STALE_EXCHANGES,
+            resolve_network,
+        )
+
+        options = dict(self.plan_options)
+        options["network"] = resolve_network(options["network"]).to_dict()
+        if options.get("costs") is not None:
+            options["costs"] = asdict(options["costs"])
+        strategy = getattr(self.trainer, "strategy", None) if self.trainer is not None else None
+        exchange = getattr(strategy, "requested_exchange", getattr(strategy, "exchange_mode", AUTO))
+        if exchange not in (AUTO, None):
+            if exchange not in EXACT_EXCHANGES + STALE_EXCHANGES:
+                raise ValueError(
+                    f"method='auto' plans vertex partitions; exchange={exchange!r} needs "
+                    "method='vertex-cut'"
+                )
+            options["exchanges"], options["codecs"] = [exchange], ["fp32"]
+            options["allow_stale"] = options["allow_stale"] or exchange in STALE_EXCHANGES
+        return {"format_version": FORMAT_VERSION, **options}
+
+    def _read_plan(self) -> Plan:
+        """The stored plan (read once; ``setup`` replaces it by rank 0's)."""
+        from lightning_gnn_dist.costmodel.plan import Plan
+
+        if self.plan is None:
+            path = self.plan_dir / PLAN_FILE
+            if not path.is_file():
+                raise FileNotFoundError(
+                    f"{path} does not exist: method='auto' decides in prepare_data (the Trainer "
+                    "calls it; call it yourself without one)"
+                )
+            try:
+                self.plan = Plan.from_dict(json.loads(path.read_text()))
+            except (ValueError, UnicodeDecodeError) as error:
+                raise PartitionStoreError(
+                    f"{path} is not a readable plan ({error}); delete it or pass force=True"
+                ) from None
+        return self.plan
+
+    def _prepare_auto(self) -> None:
+        """Rank 0 (one process per node): reuse the stored plan, or predict every candidate,
+        print the table and store the pick."""
+        import logging
+
+        from rich.console import Console
+
+        from lightning_gnn_dist.costmodel import calibrate
+        from lightning_gnn_dist.costmodel.plan import partition_candidates, plan_from_metrics
+        from lightning_gnn_dist.data.datasets import load_dataset
+        from lightning_gnn_dist.partition import get_partitioner
+        from lightning_gnn_dist.partition.store import partition_to_store
+
+        path = self.plan_dir / PLAN_FILE
+        if path.is_file() and not self.force:
+            self.plan = None
+            plan = self._read_plan()
+            if self.verify_dataset:
+                data = load_dataset(self.dataset)
+                partition_to_store(
+                    data,
+                    get_partitioner(plan.pick.method, seed=self.seed, epsilon=self.epsilon),
+                    self._parts(),
+                    self.store_path,
+                    dataset=self._dataset_name,
+                    verify=False,
+                )
+            else:
+                PartitionStore.open(self.store_path).verify(full=False)
+            return
+        settings = self._plan_settings()
+        data = load_dataset(self.dataset)
+        metrics, sources = partition_candidates(
+            data,
+            self._parts(),
+            settings["methods"],
+            root=self.plan_dir,
+            dataset=self._dataset_name,
+            seed=self.seed,
+            epsilon=self.epsilon,
+            force=self.force,
+        )
+        costs = settings.get("costs")
+        costs = calibrate(settings["widths"]) if costs is None else self.plan_options["costs"]
+        plan = plan_from_metrics(
+            metrics,
+            settings["widths"],
+            costs,
+            settings["network"],
+            allow_stale=settings["allow_stale"],
+            exchanges=settings.get("exchanges"),
+            cores=settings.get("cores"),
+            sources=sources,
+            codecs=settings.get("codecs"),
+        )
+        timing = {"top_k": settings["top_k"], "timed_steps": settings["timed_steps"]}
+        plan = replace(plan, settings={**plan.settings, **timing})
+        _write_plan(plan, path)
+        self.plan = plan
+        title = f"automatic plan: {self._dataset_name}, P = {self._parts()}"
+        Console(stderr=True).print(plan.table(title))
+        logging.getLogger(__name__).info("%s -> %s\n%s", title, path, plan.text())
+
+    def _timed(self, plan: Plan) -> Plan:
+        """With ``top_k`` and several ranks: time the best predictions once (collective), store
+        the timed plan (rank 0) so that a resumed run reads the decision instead of timing."""
+        import torch.distributed as dist
+
+        from lightning_gnn_dist.costmodel.timing import time_top_k, timed_methods
+
+        top_k = int(plan.settings.get("top_k", 0))
+        timed = any(row.measured_seconds is not None for row in plan.rows)
+        if not top_k or timed or not (dist.is_available() and dist.is_initialized()):
+            return plan
+        rank = dist.get_rank()
+        methods = timed_methods(plan, top_k)
+        parts = {m: PartitionStore.open(self.plan_dir / m).load_part(rank) for m in methods}
+        plan = _rank_zero_plan(time_top_k(plan, parts, top_k, plan.settings["timed_steps"]))
+        if rank == 0:
+            _write_plan(plan, self.plan_dir / PLAN_FILE)
+        return plan
+
+    def _use_plan(self, plan: Plan) -> None:
+        from lightning_gnn_dist.partition import get_partitioner
+
+        self.plan = plan
+        self.partitioner = get_partitioner(plan.pick.method, seed=self.seed, epsilon=self.epsilon)
+
     @property
     def _dataset_name(self) -> str:
         if isinstance(self.dataset, Data):
@@ -284,6 +478,10 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         from lightning_gnn_dist.data.datasets import load_dataset
         from lightning_gnn_dist.partition.store import partition_to_store
 
+        if self.method == AUTO:
+            self._prepare_auto()
+            self._store = None
+            return
         if not self.force and not self.verify_dataset and (self.store_path / "meta.json").is_file():
             # trusted offline partition: settings are checked in setup(), each part's hash by
             # the rank that loads it
@@ -313,9 +511,13 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
     def setup(self, stage: str | None = None) -> None:
         if self.local_partition is not None:
             return
+        method = self.method
+        if method == AUTO:
+            self._use_plan(self._timed(_rank_zero_plan(self._read_plan())))
+            self._store, method = None, self.plan.pick.method
         store = self.store
         settings = store.meta["settings"]
-        expected = {"method": self.method, "seed": self.seed, "num_parts": self._parts()}
+        expected = {"method": method, "seed": self.seed, "num_parts": self._parts()}
         # A partition made for a batch sampler (stochastic-hypergraph) is valid for that one only.
         requested = self.partitioner.settings()
         expected.update({k: requested[k] for k in ("sampler", "subgraph_size") if k in requested})
@@ -443,6 +645,29 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon}, "
             f"loader={self.loader!r}{subgraph}" + (", force=True)" if self.force else ")")
         )
+
+
+def _write_plan(plan: Plan, path: Path) -> None:
+    """Write ``plan`` to ``path`` atomically: a plan file is complete or absent."""
+    import os
+
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(plan.to_dict(), indent=1))
+    os.replace(tmp, path)
+
+
+def _rank_zero_plan(plan: Plan) -> Plan:
+    """Rank 0's plan on every rank (nodes without a shared file system, or whose
+    ``prepare_data`` decided apart, all run rank 0's decision)."""
+    import torch.distributed as dist
+
+    from lightning_gnn_dist.costmodel.plan import Plan
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return plan
+    content = [plan.to_dict()]
+    dist.broadcast_object_list(content, src=0)
+    return Plan.from_dict(content[0])
 
 
 def _neighbor_loaders(

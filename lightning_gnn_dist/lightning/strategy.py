@@ -7,6 +7,7 @@ start the processes themselves), ``gnn_ddp_spawn`` and ``gnn_ddp_fork``.
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import warnings
 from contextlib import contextmanager
@@ -54,6 +55,8 @@ from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
 from lightning_gnn_dist.utils.checks import check_choice, check_keywords
 
 STAGES = ("train", "validate", "test", "predict")
+AUTO = "auto"
+log = logging.getLogger(__name__)
 GNN_STRATEGIES = {"gnn_ddp": "popen", "gnn_ddp_spawn": "spawn", "gnn_ddp_fork": "fork"}
 """Registered strategy names and their start methods."""
 
@@ -100,7 +103,10 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             ``rdm_order``, ``replication``) or ``"hierarchical"`` (several nodes: each halo row
             crosses to a remote node once, ranks per node = world size ÷ ``num_nodes``) on a
             vertex partition; ``"cd-0"``, ``"cd-<r>"`` or
-            ``"0c"`` on a vertex cut (``method="vertex-cut"``). (default: ``"p2p"``)
+            ``"0c"`` on a vertex cut (``method="vertex-cut"``); or ``"auto"``: the exchange,
+            codec and ``rdm`` order of the plan that
+            ``GraphPartitionDataModule(method="auto")`` stored with the partition (every rank
+            and every resumed run reads the same plan). (default: ``"p2p"``)
         loss_reduction (str): ``"mean"`` or ``"sum"``, see above. (default: ``"mean"``)
         timeout (float or timedelta): seconds a collective may wait before every rank fails with
             an error instead of hanging. (default: ``1800``)
@@ -160,7 +166,18 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         replication: int | None = None,
         **kwargs: Any,
     ) -> None:
-        exchange_class, _ = resolve_exchange_mode(exchange)  # ValueError listing the modes
+        self.requested_exchange = exchange
+        if exchange == AUTO:
+            if codec != "fp32" or rdm_order != "auto":
+                raise ValueError(
+                    "exchange='auto' takes its codec and rdm order from the stored plan; drop "
+                    f"codec={codec!r} and rdm_order={rdm_order!r}, or choose the exchange yourself "
+                    "(GraphPartitionDataModule(plan_options={'allow_stale': True}) lets the plan "
+                    "pick a lossy codec)"
+                )
+            exchange_class = None  # the plan's, in setup (_apply_plan)
+        else:
+            exchange_class, _ = resolve_exchange_mode(exchange)  # ValueError listing the modes
         # A parser (the LightningCLI) passes every DDP argument at its default: those are
         # dropped; a changed one is refused, it would have no effect.
         wrapper = {k: v for k, v in kwargs.items() if k in DDP_WRAPPER_OPTIONS}
@@ -189,7 +206,10 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             "rdm_order": rdm_order,
             "replication": replication,
         }
-        self.exchange_options = exchange_options(exchange, exchange_class, given)
+        self._given_options = given
+        self.exchange_options = (
+            {} if exchange_class is None else exchange_options(exchange, exchange_class, given)
+        )
         super().__init__(timeout=timeout, start_method=start_method, **kwargs)
         self.exchange_mode = exchange
         self.codec_policy = CodecPolicy(codec, tolerance=codec_tolerance)  # validates the spec
@@ -255,7 +275,17 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         kind = getattr(datamodule, "partition_kind", None)
         if loader is None or kind is None:
             return  # not a GraphPartitionDataModule: setup() checks what it can
-        exchange_class, _ = resolve_exchange_mode(self.exchange_mode)
+        if self.exchange_mode == AUTO:  # before setup: the plan is not read yet
+            if datamodule.method != AUTO:
+                raise ValueError(
+                    "exchange='auto' runs the plan that GraphPartitionDataModule(method='auto', "
+                    f"plan_options={{'widths': [...]}}) stores; method={datamodule.method!r} "
+                    "stores none: use method='auto' (plan_options={'methods': [...]} keeps a "
+                    "method) or name the exchange"
+                )
+            exchange_class, _ = resolve_exchange_mode("p2p")  # every plan's kind and loader
+        else:
+            exchange_class, _ = resolve_exchange_mode(self.exchange_mode)
         if exchange_class.partition_kind != kind:
             raise ValueError(
                 f"exchange={self.exchange_mode!r} runs on a {exchange_class.partition_kind} "
@@ -292,8 +322,30 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 self.check_datamodule(arg, self.num_nodes * self.num_processes)
 
     # -- setup --------------------------------------------------------------------------------
+    def _apply_plan(self, datamodule) -> None:
+        """``exchange="auto"``: run the exchange mode, codec and order of the datamodule's
+        stored plan (``datamodule.plan``, rank 0's on every rank)."""
+        plan = getattr(datamodule, "plan", None)
+        if plan is None:
+            raise ValueError(
+                "exchange='auto' runs the plan that GraphPartitionDataModule(method='auto', "
+                "plan_options={'widths': [...]}) stores with the partition; "
+                f"{type(datamodule).__name__} has none (method="
+                f"{getattr(datamodule, 'method', None)!r}): use method='auto' or name the exchange"
+            )
+        options = plan.pick.strategy_options()
+        self.exchange_mode = options.pop("exchange")
+        self.codec_policy = CodecPolicy(options.pop("codec"), tolerance=self.codec_policy.tolerance)
+        exchange_class, _ = resolve_exchange_mode(self.exchange_mode)
+        given = {**self._given_options, **options}
+        self.exchange_options = exchange_options(self.exchange_mode, exchange_class, given)
+        if self.is_global_zero:
+            log.info("exchange='auto': %s (%s)", plan.pick.name, plan.reason)
+
     def setup(self, trainer) -> None:
         datamodule = trainer.datamodule
+        if self.requested_exchange == AUTO:
+            self._apply_plan(datamodule)
         self.check_datamodule(datamodule, self.world_size)
         partition: LocalPartition | None = getattr(datamodule, "local_partition", None)
         if partition is None:

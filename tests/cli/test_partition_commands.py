@@ -472,3 +472,37 @@ def test_partition_compare_splits_the_rows_by_node(capsys):
     assert "hier. inter rows" in capsys.readouterr().out
     assert main(args + ["--nodes", "3"]) == 2
     assert "--nodes 3: give a divisor of --num-parts 4" in capsys.readouterr().err
+
+
+def test_partition_compare_auto_prints_the_plan_table(capsys, tmp_path):
+    spec = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
+    args = [
+        "partition-compare",
+        "--auto",
+        "--dataset",
+        spec,
+        "-p",
+        "2",
+        "--methods",
+        "metis",
+        "random",
+    ]
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps({"bandwidth_bytes_per_s": 1e6, "latency_s": 1e-4}))
+    code, out, _ = run(capsys, *args, "--widths", "8,4,3", "--network", str(probe), "--json")
+    plan = json.loads(out)
+    assert code == 0 and plan["settings"]["network"]["bandwidth_bytes_per_s"] == 1e6
+    assert len(plan["rows"]) == 6 and all(r["candidate"]["codec"] == "fp32" for r in plan["rows"])
+    assert plan["rows"][plan["chosen"]]["candidate"] == plan["pick"]
+    code, out, _ = run(capsys, *args, "--widths", "8,4,3", "--allow-stale", "--cores", "2")
+    assert code == 0 and "automatic plan" in out and "◀" in out and "metis + cached" in out
+    assert "computed" in out and "pred. epoch ms" in out
+    for extra, message in [
+        ([], "--auto predicts epochs: give the model's --widths"),
+        (["--widths", "8,4,3", "--network", "ethernet"], "neither a preset"),
+        (["--widths", "8,4,3", "--option", "vertex_weight=work"], "drop --option"),
+    ]:
+        code, _, err = run(capsys, *args, *extra)
+        assert code == 2 and message in err, err
+    code, _, err = run(capsys, *args[:1], *args[2:], "--allow-stale")
+    assert code == 2 and "apply to --auto only" in err

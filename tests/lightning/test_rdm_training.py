@@ -105,5 +105,7 @@ def test_strategy_validates_rdm_options():
     with pytest.raises(ValueError, match="replication"):
         GNNStrategy(exchange="rdm", replication=0)
     strategy = GNNStrategy(exchange="rdm", rdm_order="dsds", replication=2)
-    assert strategy.exchange_options == {"order": "dsds", "replication": 2}
+    assert strategy.exchange_options == {"rdm_order": "dsds", "replication": 2}
+    with pytest.raises(ValueError, match="rdm_order='dsds' applies to exchange='rdm' only"):
+        GNNStrategy(exchange="p2p", rdm_order="dsds")
     assert "rdm" in repr(strategy) and "dsds" in repr(strategy)

@@ -152,7 +152,10 @@ def _fetch_with_codecs(rank, world_size):
         rows = store.fetch(wanted)
         traffic = {(t["layer"], t["direction"]): t for t in store.counter.as_dicts()}
         response = traffic[("features", "response")]
+        meta = traffic[("features.ids", "response")]
         out[codec] = {
+            "meta_sent": meta["bytes_sent"],
+            "meta_rows": meta["rows_sent"],
             "x": rows.x.numpy(),
             "y": rows.y.numpy(),
             "ids": rows.ids.numpy(),
@@ -166,8 +169,8 @@ def _fetch_with_codecs(rank, world_size):
 
 
 def test_feature_fetch_codec_counts_encoded_bytes():
-    """Remote rows travel encoded; ids and labels stay exact; bytes = rows × the codec's row
-    bytes (plus two int64 per row of ids and labels)."""
+    """Remote rows travel encoded; ids and labels stay exact and travel apart (``features.ids``,
+    two int64 per row); bytes = rows × the codec's row bytes."""
     graph = _graph()
     for result, (start, end) in run_ranks(_fetch_with_codecs, 3):
         remote = np.ones(graph.num_nodes, dtype=bool)
@@ -181,6 +184,7 @@ def test_feature_fetch_codec_counts_encoded_bytes():
             assert error == 0.0 if codec == "fp32" else 0 < error < 0.15
             row = {"fp32": 4 * FEATURES, "bf16": 2 * FEATURES, "int8": FEATURES + 4}
             row["int4"] = (FEATURES + 1) // 2 + 4
-            assert r["sent"] == r["rows_sent"] // 2 * (row[codec] + 16)  # x + (id, label)
-            assert r["received"] == r["rows_received"] // 2 * (row[codec] + 16)
-            assert r["rows_received"] // 2 == int(remote.sum()) == r["requested"]
+            assert r["sent"] == r["rows_sent"] * row[codec]
+            assert r["received"] == r["rows_received"] * row[codec]
+            assert r["meta_sent"] == r["meta_rows"] * 16 == r["rows_sent"] * 16  # (id, label)
+            assert r["rows_received"] == int(remote.sum()) == r["requested"]

@@ -1,0 +1,574 @@
+"""The automatic plan (issue 23): pick the partitioner and exchange mode of a full-batch run.
+
+Every candidate (partitioner × exchange mode, and with ``allow_stale=True`` also the approximate
+``cached`` mode and the lossy codecs) is predicted with :func:`~.epoch.predict_epoch` on the
+graph's partition metrics, the model's widths and the measured machine (compute costs from
+:func:`~.calibrate.calibrate`, the network from ``python -m lightning_gnn_dist probe`` or a
+preset); optionally the ``top_k`` best predictions are timed for a few steps. The plan is the
+fastest candidate, ties broken by a fixed order (exchanges ``p2p``, ``rdm``, ``broadcast``,
+``cached``; then the methods in the order given; then codecs ``fp32``, ``bf16``, ``int8``), so the
+same inputs always give the same plan. :class:`Plan` holds every candidate's prediction, the pick
+and why, and renders them as one table (rich, or plain text for logs).
+
+Not candidates: the vertex-cut modes (``cd-0``, ``cd-r``, ``0c``), which run on another partition
+kind that the cost model does not predict, and ``codec="adaptive"``, whose bit-widths are chosen
+while training.
+
+    from lightning_gnn_dist.costmodel.plan import plan_from_metrics
+    plan = plan_from_metrics({"metis": m1, "random": m2}, [64, 16, 8], costs, "loopback")
+    print(plan.text())
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lightning_gnn_dist.costmodel.epoch import predict_epoch, rdm_pick
+from lightning_gnn_dist.costmodel.network import NETWORKS, Network
+from lightning_gnn_dist.partition.metrics import FLOAT32_BYTES, PartitionMetrics
+from lightning_gnn_dist.partition.work import ComputeCosts, gcn_layers
+
+AUTO_METHODS = ("hypergraph", "metis", "random")
+"""Partitioners ``method="auto"`` tries by default (those of a vertex partition for full-batch
+training; a method whose library is not installed is left out)."""
+EXACT_EXCHANGES = ("p2p", "rdm", "broadcast")
+"""Exact exchange modes, in the plan's tie-break order."""
+STALE_EXCHANGES = ("cached",)
+"""Approximate modes, candidates only with ``allow_stale=True``."""
+LOSSY_CODECS = ("bf16", "int8")
+"""Codecs tried with ``allow_stale=True`` on ``p2p`` and ``broadcast`` (``rdm`` refuses them)."""
+CACHED_STALENESS_BOUND = 1.0
+"""The ``cached`` candidate's epoch-fixed bound: a halo row is re-sent every other epoch."""
+PLAN_OPTIONS = (
+    "widths",
+    "network",
+    "allow_stale",
+    "methods",
+    "exchanges",
+    "costs",
+    "cores",
+    "top_k",
+    "timed_steps",
+)
+"""Keys of ``GraphPartitionDataModule(plan_options=...)`` (see :func:`check_plan_options`)."""
+PLAN_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One plan: a partitioner, an exchange mode and its options.
+
+    Attributes:
+        method: partitioner name (``metis``, ``hypergraph``, ...).
+        exchange: ``p2p``, ``rdm``, ``broadcast`` or ``cached``.
+        codec: the exchange's codec (``fp32`` = exact).
+        rdm_order: ``rdm``'s SpMM/GEMM order, the cost model's pick (``None`` otherwise).
+    """
+
+    method: str
+    exchange: str
+    codec: str = "fp32"
+    rdm_order: str | None = None
+
+    @property
+    def exact(self) -> bool:
+        """Reproduces single-process training (no stale rows, no lossy codec)."""
+        return self.exchange in EXACT_EXCHANGES and self.codec == "fp32"
+
+    @property
+    def name(self) -> str:
+        """``"metis + p2p"``, ``"random + rdm dsds"``, ``"metis + p2p int8"``."""
+        mode = self.exchange + (f" {self.rdm_order}" if self.rdm_order else "")
+        return f"{self.method} + {mode}" + ("" if self.codec == "fp32" else f" {self.codec}")
+
+    def strategy_options(self) -> dict[str, Any]:
+        """Keyword arguments of :class:`~lightning_gnn_dist.GNNStrategy` that run this plan."""
+        options: dict[str, Any] = {"exchange": self.exchange, "codec": self.codec}
+        if self.rdm_order:
+            options["rdm_order"] = self.rdm_order
+        if self.exchange == "cached":
+            options |= {"staleness": "epoch-fixed", "staleness_bound": CACHED_STALENESS_BOUND}
+        return options
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """A candidate's prediction (seconds per epoch, bytes per rank and epoch).
+
+    Attributes:
+        candidate: the plan.
+        epoch_seconds: predicted epoch (the slowest rank).
+        compute_seconds: the slowest rank's predicted local work.
+        comm_seconds: the slowest rank's predicted exchange and gradient all-reduce.
+        bytes_per_rank: the most bytes one rank sends per epoch.
+        memory_bytes: the most bytes one rank holds for the graph and activations (model).
+        partition: where the partition came from: ``"computed"`` (partitioned now),
+            ``"store"`` (read from a partition store) or ``"given"`` (metrics passed in).
+        measured_seconds: timed epoch (``top_k``), else ``None``.
+    """
+
+    candidate: Candidate
+    epoch_seconds: float
+    compute_seconds: float
+    comm_seconds: float
+    bytes_per_rank: float
+    memory_bytes: float
+    partition: str = "given"
+    measured_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every candidate's prediction, in rank order (best first), and the pick.
+
+    Attributes:
+        rows: candidates, fastest predicted (or measured, for the timed ones) first.
+        chosen: index of the pick in ``rows`` (``0`` unless a timed candidate won).
+        reason: one sentence saying why.
+        settings: the inputs (widths, network, parts, costs, ...), so a stored plan says what
+            it was made for.
+    """
+
+    rows: tuple[PlanRow, ...]
+    chosen: int
+    reason: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pick(self) -> Candidate:
+        return self.rows[self.chosen].candidate
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable (``plan.json``)."""
+        return {
+            "format": PLAN_FORMAT,
+            "chosen": self.chosen,
+            "pick": asdict(self.pick),
+            "reason": self.reason,
+            "settings": self.settings,
+            "rows": [{**asdict(row), "candidate": asdict(row.candidate)} for row in self.rows],
+        }
+
+    @classmethod
+    def from_dict(cls, content: Mapping[str, Any]) -> Plan:
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            ValueError: not a plan of this format.
+        """
+        try:
+            if content["format"] != PLAN_FORMAT:
+                raise ValueError(
+                    f"plan format {content['format']}, this version reads {PLAN_FORMAT}"
+                )
+            rows = tuple(
+                PlanRow(**{**row, "candidate": Candidate(**row["candidate"])})
+                for row in content["rows"]
+            )
+            return cls(rows, int(content["chosen"]), str(content["reason"]), content["settings"])
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"not a stored plan ({type(error).__name__}: {error})") from None
+
+    def table(self, title: str | None = None):
+        """A rich ``Table``: one row per candidate, the pick marked ``◀``."""
+        from rich.table import Table
+
+        measured = any(row.measured_seconds is not None for row in self.rows)
+        table = Table(title=title or "automatic plan", caption=self.reason)
+        for header in (
+            "",
+            "plan",
+            "exact",
+            "pred. epoch ms",
+            "compute ms",
+            "comm ms",
+            "MB sent/rank",
+            "memory MB/rank",
+            "partition",
+            *(["measured ms"] if measured else []),
+        ):
+            table.add_column(header, justify="left" if header in ("plan", "partition") else "right")
+        for i, row in enumerate(self.rows):
+            cells = [
+                "◀" if i == self.chosen else str(i + 1),
+                row.candidate.name,
+                "yes" if row.candidate.exact else "no",
+                f"{row.epoch_seconds * 1e3:.3g}",
+                f"{row.compute_seconds * 1e3:.3g}",
+                f"{row.comm_seconds * 1e3:.3g}",
+                f"{row.bytes_per_rank / 1e6:.3g}",
+                f"{row.memory_bytes / 1e6:.3g}",
+                row.partition,
+            ]
+            if measured:
+                ms = row.measured_seconds
+                cells.append("–" if ms is None else f"{ms * 1e3:.3g}")
+            table.add_row(*cells, style="bold" if i == self.chosen else None)
+        return table
+
+    def text(self, title: str | None = None) -> str:
+        """:meth:`table` as plain text (no colours, never truncated), for logs and files."""
+        from rich.console import Console
+
+        buffer = io.StringIO()
+        Console(file=buffer, width=200, color_system=None, force_terminal=False).print(
+            self.table(title)
+        )
+        return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
+
+
+def check_plan_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate ``plan_options`` (a copy is returned).
+
+    Keys: ``widths`` (required: the GCN's ``[d_0, ..., d_L]``), ``network`` (a preset name, a
+    :class:`Network`, its dictionary, or a path to ``probe --json`` output; default
+    ``"loopback"``), ``allow_stale`` (default ``False``), ``methods`` (default
+    :data:`AUTO_METHODS`), ``exchanges`` (default: every mode that applies), ``costs`` (a
+    :class:`ComputeCosts` or its dictionary; default: :func:`calibrate` now), ``cores`` (cores the
+    ranks share on one machine; default: one per rank), ``top_k`` (time the best ``top_k``
+    predictions for ``timed_steps`` steps on every rank in ``setup`` and keep the fastest, see
+    :mod:`.timing`; default ``3``; ``0``: the model decides alone) and ``timed_steps`` (default
+    ``3``).
+
+    Raises:
+        ValueError: an unknown key (the valid ones are listed), no ``widths``, or a bad value.
+    """
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(PLAN_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown plan option(s) {unknown}; valid: {', '.join(PLAN_OPTIONS)}")
+    if "widths" not in options:
+        raise ValueError(
+            "method='auto' needs the model's layer widths to predict epochs: "
+            "plan_options={'widths': [d_0, ..., d_L]} (e.g. [num_features, 16, num_classes])"
+        )
+    options["widths"] = [int(d) for d in options["widths"]]
+    gcn_layers(options["widths"])  # raises on bad widths
+    options.setdefault("network", "loopback")
+    resolve_network(options["network"])
+    options["allow_stale"] = bool(options.get("allow_stale", False))
+    options["methods"] = list(options.get("methods") or AUTO_METHODS)
+    menu = EXACT_EXCHANGES + STALE_EXCHANGES
+    exchanges = options.get("exchanges")
+    if exchanges is not None:
+        exchanges = [exchanges] if isinstance(exchanges, str) else list(exchanges)
+        bad = [e for e in exchanges if e not in menu]
+        if bad or not exchanges:
+            raise ValueError(f"plan exchanges {exchanges}: choose among {', '.join(menu)}")
+        stale = [e for e in exchanges if e in STALE_EXCHANGES]
+        if stale and not options["allow_stale"]:
+            raise ValueError(
+                f"exchange {stale[0]!r} trains on stale rows; pass allow_stale=True to let the "
+                "plan trade accuracy for time"
+            )
+        options["exchanges"] = exchanges
+    for key, low in (("top_k", 0), ("timed_steps", 1)):
+        value = options.get(key, 3)
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"plan option {key}={value!r}: give an integer >= {low}")
+        options[key] = value
+    if isinstance(options.get("costs"), Mapping):
+        options["costs"] = ComputeCosts(**options["costs"])
+    return options
+
+
+def resolve_network(network: Network | str | Mapping[str, Any]) -> Network:
+    """A :class:`Network` from a preset name, a dictionary, a ``probe --json`` file or itself.
+
+    Raises:
+        ValueError: an unknown preset that is not a file either.
+    """
+    if isinstance(network, Network):
+        return network
+    if isinstance(network, Mapping):
+        return Network(float(network["bandwidth_bytes_per_s"]), float(network["latency_s"]))
+    if network in NETWORKS:
+        return NETWORKS[network]
+    if Path(network).is_file():
+        return Network.from_json(network)
+    raise ValueError(
+        f"network {network!r} is neither a preset ({', '.join(sorted(NETWORKS))}) nor a file "
+        "written by `python -m lightning_gnn_dist probe --json FILE`"
+    )
+
+
+def memory_per_rank(
+    metrics: PartitionMetrics, dims: Sequence[int], exchange: str, dtype_bytes: int = FLOAT32_BYTES
+) -> np.ndarray:
+    """``[P]`` bytes a rank holds for the graph and one epoch's activations (a model).
+
+    Halo modes: the local CSR of ``Â`` and its transpose (12 bytes per non-zero, 8 per row
+    pointer), and per layer the input rows of ``[owned | halo]`` and the output rows kept for
+    backward; ``cached`` also its cache of halo rows per layer; ``broadcast`` gathers all ``N``
+    rows of each layer's exchanged width; ``rdm`` holds its panel of ``Â`` (every non-zero when
+    not replicated by panels) with global row pointers, and per layer the owned rows plus the
+    column slice ``N · d / P`` of the redistributed matrix.
+    """
+    layers = gcn_layers(dims)
+    P, N = metrics.num_parts, metrics.num_nodes
+    rows = metrics.part_sizes.astype(float)
+    halo = metrics.halo_rows.astype(float)
+    nnz = metrics.part_nnz.astype(float)
+    if exchange == "rdm":
+        structure = 2 * (12 * float(metrics.part_nnz.sum()) + 8 * N) * np.ones(P)
+        dense = sum(rows * (L.d_in + L.d_out) + N * L.d_in / P for L in layers)
+        return structure + dense * dtype_bytes
+    structure = 2 * (12 * nnz + 8 * rows)
+    dense = sum((rows + halo) * L.forward_width + rows * (L.d_in + L.d_out) for L in layers)
+    if exchange == "cached":
+        dense = dense + sum(halo * (L.forward_width + L.backward_width) for L in layers)
+    if exchange == "broadcast":
+        dense = dense + N * max(L.forward_width for L in layers)
+    return structure + dense * dtype_bytes
+
+
+def candidates(
+    methods: Sequence[str],
+    allow_stale: bool = False,
+    exchanges: Sequence[str] | None = None,
+    codecs: Sequence[str] | None = None,
+) -> list[Candidate]:
+    """The menu in tie-break order (exchange, then method, then codec); ``rdm``'s order is
+    filled in by :func:`evaluate`. ``codecs`` narrows the codecs tried (``["fp32"]``: none
+    lossy)."""
+    modes = list(EXACT_EXCHANGES + (STALE_EXCHANGES if allow_stale else ()))
+    if exchanges is not None:
+        modes = [m for m in modes if m in exchanges]
+    allowed = ("fp32", *LOSSY_CODECS) if allow_stale else ("fp32",)
+    codecs = [c for c in allowed if codecs is None or c in codecs]
+    menu = []
+    for exchange in modes:
+        for method in methods:
+            for codec in codecs if exchange in ("p2p", "broadcast") else codecs[:1]:
+                menu.append(Candidate(method, exchange, codec))
+    return menu
+
+
+def evaluate(
+    metrics: Mapping[str, PartitionMetrics],
+    dims: Sequence[int],
+    costs: ComputeCosts,
+    network: Network | str = "loopback",
+    allow_stale: bool = False,
+    exchanges: Sequence[str] | None = None,
+    cores: int | None = None,
+    sources: Mapping[str, str] | None = None,
+    codecs: Sequence[str] | None = None,
+) -> list[PlanRow]:
+    """Predict every candidate on the partitions ``metrics`` (method → metrics, in tie order).
+
+    ``cached`` is predicted as ``p2p`` whose halo rows travel every other epoch (its epoch-fixed
+    bound :data:`CACHED_STALENESS_BOUND`): the halo part of the communication is divided by 2.
+    ``sources`` says per method where its partition came from (the table's ``partition``).
+    """
+    network = resolve_network(network)
+    sources = sources or {}
+    rows = []
+    for candidate in candidates(list(metrics), allow_stale, exchanges, codecs):
+        m = metrics[candidate.method]
+        if candidate.exchange == "rdm":
+            candidate = replace(candidate, rdm_order=rdm_pick(m, dims, costs, network))
+        estimate = predict_epoch(
+            m,
+            dims,
+            costs,
+            network,
+            candidate.exchange,
+            cores=cores,
+            codec=candidate.codec,
+            rdm_order=candidate.rdm_order,
+        )
+        compute, comm = estimate.compute_seconds, estimate.comm_seconds
+        sent = estimate.bytes_sent
+        if candidate.exchange == "cached":
+            reduce = _allreduce_seconds(m.num_parts, dims, network)
+            comm = reduce + (comm - reduce) / (CACHED_STALENESS_BOUND + 1)
+            sent = sent / (CACHED_STALENESS_BOUND + 1)
+        memory = memory_per_rank(m, dims, candidate.exchange)
+        rows.append(
+            PlanRow(
+                candidate,
+                float((compute + comm).max()),
+                float(compute.max()),
+                float(comm.max()),
+                float(sent.max()),
+                float(memory.max()),
+                sources.get(candidate.method, "given"),
+            )
+        )
+    return rows
+
+
+def _allreduce_seconds(P: int, dims: Sequence[int], network: Network) -> float:
+    if P == 1:
+        return 0.0
+    parameters = sum(L.d_in * L.d_out + L.d_out for L in gcn_layers(dims))
+    return float(network.seconds(2 * (P - 1) / P * parameters * FLOAT32_BYTES, 2 * (P - 1)))
+
+
+def select(
+    rows: Sequence[PlanRow],
+    measure: Callable[[Candidate], float] | None = None,
+    top_k: int = 0,
+    settings: Mapping[str, Any] | None = None,
+    per_mode: bool = False,
+) -> Plan:
+    """Rank ``rows`` by predicted epoch (ties: their order, the fixed menu order) and pick.
+
+    With ``measure`` (seconds of one epoch of a candidate, e.g. the median of a few timed
+    steps) and ``top_k > 0`` the ``top_k`` best predictions are timed and the fastest measured
+    wins (ties: the better prediction). With ``per_mode`` the timed ones are the best prediction
+    of each of the ``top_k`` best exchange modes (mode and codec) instead: the model's bytes are
+    exact, so it ranks the partitions of one mode well, while what a mode costs beyond its bytes
+    (copies, collectives, scheduling) is what timing tells.
+
+    Raises:
+        ValueError: no candidate.
+    """
+    if not rows:
+        raise ValueError("no candidate plan: give at least one method and one exchange mode")
+    ordered = sorted(enumerate(rows), key=lambda item: (_key(item[1].epoch_seconds), item[0]))
+    ranked = [row for _, row in ordered]
+    chosen = 0
+    timed = timed_indices(ranked, top_k, per_mode) if measure is not None else []
+    for i in timed:
+        ranked[i] = replace(ranked[i], measured_seconds=float(measure(ranked[i].candidate)))
+    if timed:
+        chosen = min(timed, key=lambda i: (_key(ranked[i].measured_seconds), i))
+    pick = ranked[chosen]
+    if timed:
+        what = "exchange modes' best predictions" if per_mode else "best predictions"
+        reason = (
+            f"{pick.candidate.name}: fastest of the {len(timed)} {what} when timed "
+            f"({pick.measured_seconds * 1e3:.3g} ms per epoch; predicted "
+            f"{pick.epoch_seconds * 1e3:.3g} ms)"
+        )
+    else:
+        reason = (
+            f"{pick.candidate.name}: fastest predicted epoch ({pick.epoch_seconds * 1e3:.3g} ms"
+        )
+        if len(ranked) > 1:
+            runner = ranked[1]
+            reason += (
+                f"; next {runner.candidate.name} {runner.epoch_seconds * 1e3:.3g} ms, "
+                f"{runner.epoch_seconds / max(pick.epoch_seconds, 1e-300):.2f}×"
+            )
+        reason += ")"
+    reason += "" if pick.candidate.exact else "; approximate (allow_stale=True)"
+    return Plan(tuple(ranked), chosen, reason, dict(settings or {}))
+
+
+def timed_indices(ranked: Sequence[PlanRow], top_k: int, per_mode: bool) -> list[int]:
+    """Indices into ``ranked`` (best prediction first) of the candidates :func:`select` times."""
+    if not per_mode:
+        return list(range(min(max(top_k, 0), len(ranked))))
+    seen: set[tuple[str, str]] = set()
+    indices = []
+    for i, row in enumerate(ranked):
+        mode = (row.candidate.exchange, row.candidate.codec)
+        if mode not in seen and len(indices) < top_k:
+            seen.add(mode)
+            indices.append(i)
+    return indices
+
+
+def _key(seconds: float) -> float:
+    """Predictions equal to 12 significant digits tie (then the fixed order decides), so
+    round-off between equal partitions never flips a plan."""
+    if seconds == 0 or not math.isfinite(seconds):
+        return seconds
+    return round(seconds, 11 - int(math.floor(math.log10(abs(seconds)))))
+
+
+def plan_from_metrics(
+    metrics: Mapping[str, PartitionMetrics],
+    dims: Sequence[int],
+    costs: ComputeCosts,
+    network: Network | str = "loopback",
+    allow_stale: bool = False,
+    exchanges: Sequence[str] | None = None,
+    cores: int | None = None,
+    sources: Mapping[str, str] | None = None,
+    measure: Callable[[Candidate], float] | None = None,
+    top_k: int = 0,
+    codecs: Sequence[str] | None = None,
+) -> Plan:
+    """:func:`evaluate` then :func:`select`; the plan's ``settings`` record the inputs."""
+    network = resolve_network(network)
+    rows = evaluate(metrics, dims, costs, network, allow_stale, exchanges, cores, sources, codecs)
+    parts = {m.num_parts for m in metrics.values()}
+    settings = {
+        "widths": [int(d) for d in dims],
+        "num_parts": parts.pop() if len(parts) == 1 else sorted(parts),
+        "network": network.to_dict(),
+        "costs": asdict(costs),
+        "allow_stale": bool(allow_stale),
+        "methods": list(metrics),
+        "exchanges": list(exchanges) if exchanges is not None else None,
+        "codecs": list(codecs) if codecs is not None else None,
+        "cores": cores,
+    }
+    return select(rows, measure, top_k, settings)
+
+
+def partition_candidates(
+    data,
+    num_parts: int,
+    methods: Sequence[str] = AUTO_METHODS,
+    root: str | Path | None = None,
+    dataset: str | None = None,
+    seed: int = 0,
+    epsilon: float = 0.03,
+    force: bool = False,
+) -> tuple[dict[str, PartitionMetrics], dict[str, str]]:
+    """Partition ``data`` with every method; returns (method → metrics, method → source).
+
+    With ``root`` each method's partition is a store ``root/<method>`` (reused when it exists
+    and matches: source ``"store"``; else partitioned and written: ``"computed"``), so a second
+    plan, a resumed run or every rank reading the pick costs no partitioning. A method whose
+    library is not installed is left out (source ``"unavailable: ..."``, no metrics).
+
+    Raises:
+        ValueError: no method could partition the graph.
+    """
+    from lightning_gnn_dist.partition.base import get_partitioner
+    from lightning_gnn_dist.partition.store import partition_to_store
+    from lightning_gnn_dist.utils.progress import track
+
+    metrics: dict[str, PartitionMetrics] = {}
+    sources: dict[str, str] = {}
+    for method in track(list(methods), f"partitioning candidates into {num_parts} parts"):
+        partitioner = get_partitioner(method, seed=seed, epsilon=epsilon)
+        if partitioner.kind != "vertex":
+            raise ValueError(
+                f"method {method!r} makes a {partitioner.kind} partition; the plan's candidates "
+                f"are vertex partitions ({', '.join(AUTO_METHODS)}, ...)"
+            )
+        try:
+            if root is None:
+                start = time.perf_counter()
+                assignment = partitioner.partition(data, num_parts)
+                metrics[method] = partitioner.metrics(data, assignment, num_parts)
+                sources[method] = f"computed {time.perf_counter() - start:.1f} s"
+                continue
+            path = Path(root) / method
+            existed = (path / "meta.json").is_file() and not force
+            store = partition_to_store(
+                data, partitioner, num_parts, path, dataset=dataset, force=force, verify=False
+            )
+        except ImportError as error:
+            sources[method] = f"unavailable: {error}"
+            continue
+        metrics[method] = store.metrics
+        sources[method] = "store" if existed else f"computed {store.meta['seconds']:.1f} s"
+    if not metrics:
+        raise ValueError(f"none of the methods {list(methods)} could partition: {sources}")
+    return metrics, sources

@@ -1,0 +1,145 @@
+"""Time the best predicted plans for a few steps and keep the fastest (the plan's ``top_k``).
+
+The cost model ranks candidates that differ by a few percent; how a machine schedules ranks,
+collectives and copies decides between them. Like ``exchange="rdm"``'s ``rdm_order="auto"``,
+:func:`time_top_k` trains each of the ``top_k`` best predictions for a few steps on every rank
+and picks the fastest: the best prediction of each of the ``top_k`` best exchange modes, since
+the model's bytes are exact (it ranks one mode's partitions well) while what a mode costs beyond
+its bytes is what timing tells. A step is the forward and backward of a GCN with the plan's
+widths on the rank's part of the candidate's partition (random features of width ``d_0``, a
+sum-of-squares loss, the gradient all-reduce): the work and messages the prediction models,
+independent of the user's module. It is collective: every rank calls it with the same plan, and the step time is the
+slowest rank's, so every rank reaches the same decision.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from lightning_gnn_dist.costmodel.plan import Candidate, Plan, select, timed_indices
+from lightning_gnn_dist.data.local import LocalPartition
+
+DEFAULT_TIMED_STEPS = 3
+"""Timed steps per candidate (after one warm-up step of each)."""
+
+
+def exchange_options(candidate: Candidate) -> dict[str, Any]:
+    """Keyword arguments of :func:`~lightning_gnn_dist.comm.make_exchange` for ``candidate``."""
+    options = candidate.strategy_options()
+    options.pop("exchange")
+    return options
+
+
+def _gcn(dims) -> torch.nn.Module:
+    from torch_geometric.nn import GCNConv
+
+    from lightning_gnn_dist.nn import distribute
+
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    model = torch.nn.Module()
+    model.convs = torch.nn.ModuleList(GCNConv(a, b) for a, b in zip(dims, dims[1:], strict=False))
+    torch.random.set_rng_state(generator_state)  # the user's stream stays where it was
+    return distribute(model)
+
+
+def time_candidates(
+    candidates: Sequence[Candidate],
+    parts: Mapping[str, LocalPartition],
+    dims: Sequence[int],
+    steps: int = DEFAULT_TIMED_STEPS,
+) -> dict[str, float]:
+    """Seconds of one GCN training step of each candidate (by ``name``): the median of
+    ``steps`` timed steps, each the slowest rank's, after one warm-up step of every candidate;
+    the candidates take turns step by step, so a load that comes and goes falls on all of them.
+    The median, not the fastest step: ranks that share cores make some modes' steps vary
+    several-fold, and the epoch a user waits for is the typical one. Collective when a process
+    group exists.
+    """
+    from lightning_gnn_dist.comm import make_exchange
+    from lightning_gnn_dist.nn import use_graph_context
+    from lightning_gnn_dist.nn.context import make_graph_context
+
+    distributed = dist.is_available() and dist.is_initialized()
+    runs = []
+    for candidate in candidates:
+        part = parts[candidate.method]
+        model = _gcn(dims)
+        exchange = make_exchange(candidate.exchange, part, **exchange_options(candidate))
+        context = make_graph_context(part, exchange)
+        context.prepare(model)
+        x = torch.randn(
+            part.num_owned, dims[0], generator=torch.Generator().manual_seed(part.part_id)
+        )
+        runs.append((candidate.name, model, context, part, x))
+
+    def step(run, number: int) -> float:
+        _, model, context, part, x = run
+        if distributed:
+            dist.barrier()
+        start = time.perf_counter()
+        context.exchange.begin_round(number)
+        model.zero_grad()
+        with use_graph_context(context):
+            h = x
+            for i, conv in enumerate(model.convs):
+                h = conv(h, part.edge_index)
+                h = torch.relu(h) if i < len(model.convs) - 1 else h
+        h.square().sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters()])
+        if distributed:
+            dist.all_reduce(grads)
+        took = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+        if distributed:
+            dist.all_reduce(took, op=dist.ReduceOp.MAX)
+        return float(took[0])
+
+    samples: dict[str, list[float]] = {run[0]: [] for run in runs}
+    try:
+        for run in runs:
+            step(run, 0)  # warm-up
+        for number in range(1, steps + 1):
+            turn = number % max(len(runs), 1)
+            for run in runs[turn:] + runs[:turn]:
+                samples[run[0]].append(step(run, number))
+    finally:
+        for run in runs:
+            run[2].exchange.close()
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def timed_methods(plan: Plan, top_k: int) -> list[str]:
+    """The methods whose parts :func:`time_top_k` needs."""
+    rows = [plan.rows[i] for i in timed_indices(plan.rows, top_k, per_mode=True)]
+    return sorted({row.candidate.method for row in rows})
+
+
+def time_top_k(
+    plan: Plan,
+    parts: Mapping[str, LocalPartition],
+    top_k: int,
+    steps: int = DEFAULT_TIMED_STEPS,
+) -> Plan:
+    """``plan`` with the best prediction of each of its ``top_k`` best exchange modes timed
+    (:func:`time_candidates`; ``select(per_mode=True)``) and the fastest measured picked (ties:
+    the better prediction).
+
+    Args:
+        plan: an untimed plan (its ``settings["widths"]`` are the GCN's).
+        parts: method → this rank's part of that method's partition.
+        top_k: candidates to time.
+        steps: timed steps per candidate.
+    """
+    timed = [plan.rows[i].candidate for i in timed_indices(plan.rows, top_k, per_mode=True)]
+    seconds = time_candidates(timed, parts, plan.settings["widths"], steps)
+
+    def measure(candidate: Candidate) -> float:
+        return seconds[candidate.name]
+
+    return select(plan.rows, measure, top_k, {**plan.settings, "top_k": top_k}, per_mode=True)
