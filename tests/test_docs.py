@@ -192,6 +192,7 @@ RUN: dict[str, Run] = {
         expect=(r"order='dsds', replication=None", r"order='auto', replication=2\b"),
     ),
     "rdm-cost-model-cli": Run(in_process=True, expect=(r"pred\. rdm ms", r"rdm order")),
+    "placement-compare": Run(in_process=True, expect=(r"inter-node", r"hier\. inter")),
     "auto-plan-cli": Run(in_process=True, expect=(r"automatic plan", r"◀", r"fastest predicted")),
 }
 

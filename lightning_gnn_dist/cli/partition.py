@@ -129,11 +129,26 @@ def _partition_parser() -> argparse.ArgumentParser:
         "the cost model's order) are also printed beside it (default: p2p)",
     )
     cmp.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="nodes the P ranks run on (P/nodes per node, part p on rank p): add the halo rows "
+        "that cross nodes (p2p and hierarchical) and stay inside one; the predicted epoch "
+        "prices each level (default: 1)",
+    )
+    cmp.add_argument(
         "--plot",
         metavar="FILE.png",
         help="also draw the methods side by side per rank (needs the 'plot' extra)",
     )
     return parser
+
+
+def _ranks_per_node(args: argparse.Namespace) -> int | None:
+    """``--nodes``: ranks per node (``None`` on one node)."""
+    if args.nodes < 1 or args.num_parts % args.nodes:
+        raise ValueError(f"--nodes {args.nodes}: give a divisor of --num-parts {args.num_parts}")
+    return args.num_parts // args.nodes if args.nodes > 1 else None
 
 
 def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespace) -> None:
@@ -143,18 +158,25 @@ def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespa
     from lightning_gnn_dist.costmodel import calibrate, predict_epoch, rdm_pick
     from lightning_gnn_dist.costmodel.plan import resolve_network
     from lightning_gnn_dist.partition.metrics import PartitionMetrics
+    from lightning_gnn_dist.partition.placement import Topology
 
     dims = _widths(args.widths)
     costs = calibrate(dims)
     network = resolve_network(args.network)
     modes = list(dict.fromkeys([args.exchange, *COMPARED_EXCHANGES]))
+    if args.nodes > 1:
+        modes.append("hierarchical")
     for row in rows:
         m = metrics[row["method"]]
         if not isinstance(m, PartitionMetrics):
             row["predicted_epoch_seconds"] = None
             continue
+        placed = {}
+        if args.nodes > 1:  # each level priced (one preset for both)
+            placed["topology"] = Topology(args.nodes, args.num_parts // args.nodes)
         seconds = {
-            mode: predict_epoch(m, dims, costs, network, mode).epoch_seconds for mode in modes
+            mode: predict_epoch(m, dims, costs, network, mode, **placed).epoch_seconds
+            for mode in modes
         }
         row["predicted_epoch_seconds"] = seconds[args.exchange]
         row["predicted_epoch_seconds_by_exchange"] = seconds
@@ -262,6 +284,7 @@ def run_partition_command(argv: Sequence[str]) -> int:
             epsilon=args.epsilon,
             keep_metrics=True,
             options=options,
+            ranks_per_node=_ranks_per_node(args),
         )
         metrics = {row["method"]: row.pop("metrics") for row in rows}
         if args.widths:

@@ -3,19 +3,21 @@
 Importing the package registers every mode in :data:`EXCHANGE_MODES` (each subclass registers
 itself; :mod:`~lightning_gnn_dist.comm.base` imports none of them):
 
-============== ======================================================= =========================
-mode           what moves per layer and direction                      module
-============== ======================================================= =========================
-``p2p``        exactly the planned halo rows, one message per peer      :mod:`.p2p`
-``broadcast``  every rank's whole block to every other rank              :mod:`.broadcast`
-``cached``     ``p2p``/``broadcast`` rounds skipped within a staleness  :mod:`.cached`
-               bound (SANCUS)
-``cd-0``       partial aggregates of split vertices (vertex cut)         :mod:`.vertex_cut`
-``cd-<r>``     the same, delayed ``r`` epochs in bins                    :mod:`.vertex_cut`
-``0c``         nothing                                                   :mod:`.vertex_cut`
-``rdm``        no halo: one all-to-all per switch between row and        :mod:`.rdm`,
-               column slices; Â replicated (paper 003)                   :mod:`.rdm_plan`
-============== ======================================================= =========================
+================ ======================================================== ======================
+mode             what moves per layer and direction                       module
+================ ======================================================== ======================
+``p2p``          exactly the planned halo rows, one message per peer      :mod:`.p2p`
+``broadcast``    every rank's whole block to every other rank             :mod:`.broadcast`
+``cached``       ``p2p``/``broadcast`` rounds skipped within a staleness  :mod:`.cached`
+                 bound (SANCUS)
+``cd-0``         partial aggregates of split vertices (vertex cut)        :mod:`.vertex_cut`
+``cd-<r>``       the same, delayed ``r`` epochs in bins                   :mod:`.vertex_cut`
+``0c``           nothing                                                  :mod:`.vertex_cut`
+``hierarchical`` ``p2p``'s rows, but once per remote node to a gateway    :mod:`.hierarchical`
+                 rank that forwards them inside its node
+``rdm``          no halo: one all-to-all per switch between row and       :mod:`.rdm`,
+                 column slices; Â replicated (paper 003)                  :mod:`.rdm_plan`
+================ ======================================================== ======================
 """
 
 from lightning_gnn_dist.comm.base import (
@@ -29,6 +31,7 @@ from lightning_gnn_dist.comm.base import (
 from lightning_gnn_dist.comm.broadcast import BroadcastExchange
 from lightning_gnn_dist.comm.cached import CachedExchange
 from lightning_gnn_dist.comm.counters import CommCounter, Traffic
+from lightning_gnn_dist.comm.hierarchical import HierarchicalExchange
 from lightning_gnn_dist.comm.p2p import P2PExchange
 from lightning_gnn_dist.comm.rdm import RDMExchange
 from lightning_gnn_dist.comm.vertex_cut import (
@@ -44,6 +47,7 @@ __all__ = [
     "CommCounter",
     "DelayedPartialAggregateSync",
     "HaloExchange",
+    "HierarchicalExchange",
     "NoSync",
     "P2PExchange",
     "PartialAggregateSync",

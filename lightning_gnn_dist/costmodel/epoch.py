@@ -25,6 +25,21 @@ modelled. Local work is not overlapped with messages in the model (an upper boun
 ``row_bytes(codec, width)`` is ``width · dtype_bytes`` without a codec, else the codec's bytes
 per row (:mod:`lightning_gnn_dist.comm.codec`: payload plus zero point and scale).
 
+With a ``topology`` (nodes × ranks per node) the halo rows of ``p2p``, ``cached`` and
+``hierarchical`` are split by where they travel (:func:`~lightning_gnn_dist.partition.placement.node_traffic`)
+and priced on a :class:`~lightning_gnn_dist.costmodel.network.TwoLevelNetwork`::
+
+    intra_p = max(intra sent_p, intra received_p) · row_bytes / intra.bandwidth
+              + max(intra messages sent_p, received_p) · intra.latency
+    inter_p = max(Σ_{r on p's node} inter sent_r, Σ inter received_r) · row_bytes / inter.bandwidth
+              + max(inter messages sent_p, received_p) · inter.latency     (the node's NIC is shared)
+    comm_p += max(intra_p, inter_p)   (p2p, cached: both links at once)
+              intra_p + inter_p       (hierarchical: the intra-node hop follows the inter-node one)
+
+``broadcast`` pays ``max((P − R) · Σ_q rows_q · row_bytes / inter.bandwidth + P(P − R) · inter.latency,
+(R − 1) · Σ_q rows_q · row_bytes / intra.bandwidth + P(R − 1) · intra.latency)`` per direction
+(``R`` ranks per node), and the gradient all-reduce runs at the inter-node link's rates.
+
 ``oversubscription`` is ``P / cores`` when more ranks than cores share one machine (this
 repository's 2-core test machine), else 1.
 
@@ -46,6 +61,7 @@ import numpy as np
 
 from lightning_gnn_dist.comm import resolve_exchange_mode
 from lightning_gnn_dist.comm.codec import ADAPTIVE, CodecPolicy, row_bytes
+from lightning_gnn_dist.comm.hierarchical import predicted_hierarchical_rows
 from lightning_gnn_dist.comm.rdm import check_codec_option
 from lightning_gnn_dist.comm.rdm_plan import (
     LayerShape,
@@ -54,8 +70,9 @@ from lightning_gnn_dist.comm.rdm_plan import (
     pareto,
     plan_network,
 )
-from lightning_gnn_dist.costmodel.network import NETWORKS, Network
+from lightning_gnn_dist.costmodel.network import NETWORKS, Network, TwoLevelNetwork
 from lightning_gnn_dist.partition.metrics import FLOAT32_BYTES, PartitionMetrics
+from lightning_gnn_dist.partition.placement import Topology, node_traffic
 from lightning_gnn_dist.partition.work import ComputeCosts, gcn_layers
 
 
@@ -67,11 +84,14 @@ class EpochEstimate:
         compute_seconds: ``[P]`` local work (after oversubscription).
         comm_seconds: ``[P]`` halo exchange and gradient all-reduce.
         bytes_sent: ``[P]`` halo bytes each rank sends per epoch.
+        inter_node_bytes: ``[P]`` of those, the bytes sent to ranks on other nodes (``None``
+            without a topology).
     """
 
     compute_seconds: np.ndarray
     comm_seconds: np.ndarray
     bytes_sent: np.ndarray = field(repr=False)
+    inter_node_bytes: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def rank_seconds(self) -> np.ndarray:
@@ -88,13 +108,14 @@ def predict_epoch(
     metrics: PartitionMetrics,
     dims: Sequence[int],
     costs: ComputeCosts,
-    network: Network | str = "infiniband",
+    network: Network | TwoLevelNetwork | str = "infiniband",
     exchange: str = "p2p",
     cores: int | None = None,
     dtype_bytes: int = FLOAT32_BYTES,
     codec: str | dict | CodecPolicy = "fp32",
     rdm_order: str | None = None,
     replication: int | None = None,
+    topology: Topology | None = None,
 ) -> EpochEstimate:
     """Predict one full-batch epoch of a GCN with widths ``dims`` on the partition ``metrics``.
 
@@ -102,9 +123,12 @@ def predict_epoch(
         metrics: the partition's exact metrics (``PartitionStore.metrics``, ``partition_metrics``).
         dims: layer widths ``[d_0, ..., d_L]``.
         costs: per-unit compute costs (:func:`calibrate` measures them).
-        network: a :class:`Network` or a preset name in :data:`NETWORKS`.
-        exchange: exchange mode (``p2p``, ``broadcast``, ``cached``, ``rdm``; ``cached`` is
-            predicted as ``p2p`` sending every round).
+        network: a :class:`Network` or a preset name in :data:`NETWORKS`; with a ``topology``
+            also a :class:`TwoLevelNetwork` (a single network serves both levels).
+        exchange: exchange mode (``p2p``, ``broadcast``, ``cached``, ``hierarchical``, ``rdm``;
+            ``cached`` is predicted as ``p2p`` sending every round; ``hierarchical`` needs
+            metrics with its rows for the topology's ranks per node:
+            ``partition_metrics(..., ranks_per_node=R)`` or a placed store's).
         cores: cores the ranks share when they run on one machine (scales compute by
             ``P / cores`` when ``P > cores``); ``None``: one core per rank.
         dtype_bytes: bytes per element. (default: ``4``)
@@ -114,6 +138,8 @@ def predict_epoch(
             bounds instead). (default: ``"fp32"``)
         rdm_order: ``rdm``'s order (``None``: the model's pick). (default: ``None``)
         replication: ``rdm``'s ranks per row panel of ``Â`` (``None``: ``P``).
+        topology: nodes × ranks per node: halo rows are priced per level (module docstring).
+            (default: ``None``, every rank pair on ``network``)
 
     Raises:
         ValueError: unknown network preset, or an exchange mode without a per-rank-pair
@@ -126,6 +152,9 @@ def predict_epoch(
                 "or pass a Network(bandwidth_bytes_per_s=..., latency_s=...)"
             )
         network = NETWORKS[network]
+    levels = _levels(network, topology, metrics.num_parts)
+    if levels is not None:
+        network = levels.inter_node  # the all-reduce's (and rdm's) bottleneck
     cls, _ = resolve_exchange_mode(exchange)
     if exchange == "rdm":
         check_codec_option(CodecPolicy.coerce(codec))
@@ -134,8 +163,8 @@ def predict_epoch(
         )
     if cls.partition_kind != "vertex":
         raise ValueError(
-            f"the cost model covers the vertex-partition modes p2p, broadcast and cached, not "
-            f"{exchange!r}; predict {exchange!r} from its measured bytes instead"
+            "the cost model covers the vertex-partition modes p2p, broadcast, cached and "
+            f"hierarchical, not {exchange!r}; predict {exchange!r} from its measured bytes instead"
         )
     base = "p2p" if exchange == "cached" else exchange  # the cached mode sends at most its base's
     cls, _ = resolve_exchange_mode(base)
@@ -154,6 +183,7 @@ def predict_epoch(
         compute = compute * (P / cores)
     comm = np.zeros(P)
     bytes_sent = np.zeros(P)
+    inter_bytes = np.zeros(P) if topology is not None else None
     for k, layer in enumerate(layers):
         for direction, width in (
             ("forward", layer.forward_width),
@@ -168,19 +198,100 @@ def predict_epoch(
                     "while training); predict with 'int4' and 'int8' for its bounds"
                 )
             element = row_bytes(name, width, dtype_bytes)
-            sent = cls.predicted_rows_sent(metrics, direction).astype(float)
+            if base == "hierarchical":
+                peer = _hierarchical_rows(metrics, topology)
+                peer = peer if direction == "forward" else peer.T
+                sent = peer.sum(axis=1).astype(float)
+            else:
+                sent = cls.predicted_rows_sent(metrics, direction).astype(float)
+                peer = cls.predicted_peer_rows(metrics, direction)
             bytes_sent += sent * element
+            if inter_bytes is not None:
+                inter_bytes += node_traffic(peer, topology).inter_rows * element
             if base == "broadcast":  # one root after another: all ranks wait for every block
-                comm += float(network.seconds((P - 1) * rows.sum() * element, P * (P - 1)))
+                if levels is None:
+                    comm += float(network.seconds((P - 1) * rows.sum() * element, P * (P - 1)))
+                else:
+                    comm += _broadcast_two_level(rows.sum() * element, levels, topology)
                 continue
-            peer = cls.predicted_peer_rows(metrics, direction)
+            if levels is not None:
+                comm += _two_level_seconds(
+                    peer, element, levels, topology, sequential=base == "hierarchical"
+                )
+                continue
             received = peer.sum(axis=0).astype(float)
             messages = np.maximum((peer > 0).sum(axis=1), (peer > 0).sum(axis=0))
             comm += network.seconds(np.maximum(sent, received) * element, messages)
     if P > 1:
         parameters = sum(layer.d_in * layer.d_out + layer.d_out for layer in layers)
         comm += float(network.seconds(2 * (P - 1) / P * parameters * dtype_bytes, 2 * (P - 1)))
-    return EpochEstimate(np.asarray(compute, dtype=float), comm, bytes_sent)
+    return EpochEstimate(np.asarray(compute, dtype=float), comm, bytes_sent, inter_bytes)
+
+
+def _levels(
+    network: Network | TwoLevelNetwork, topology: Topology | None, num_parts: int
+) -> TwoLevelNetwork | None:
+    """The two levels to price halo rows on (``None``: one network for every pair)."""
+    if topology is None:
+        if isinstance(network, TwoLevelNetwork):
+            raise ValueError(
+                "a TwoLevelNetwork needs the topology: pass topology=Topology(num_nodes, "
+                "ranks_per_node)"
+            )
+        return None
+    if topology.world_size != num_parts:
+        raise ValueError(
+            f"the topology has {topology.world_size} ranks ({topology.num_nodes} x "
+            f"{topology.ranks_per_node}) but the partition {num_parts} parts"
+        )
+    return network if isinstance(network, TwoLevelNetwork) else TwoLevelNetwork(network, network)
+
+
+def _hierarchical_rows(metrics: PartitionMetrics, topology: Topology | None) -> np.ndarray:
+    per_node = topology.ranks_per_node if topology is not None else metrics.ranks_per_node
+    rows = None if per_node is None else predicted_hierarchical_rows(metrics, per_node)
+    if rows is None:
+        raise ValueError(
+            f"the metrics hold no hierarchical rows for {per_node} ranks per node: compute them "
+            "with partition_metrics(data, assignment, P, ranks_per_node=R) or use a store placed "
+            "for that topology"
+        )
+    return rows
+
+
+def _two_level_seconds(
+    peer: np.ndarray,
+    element: int,
+    levels: TwoLevelNetwork,
+    topology: Topology,
+    sequential: bool,
+) -> np.ndarray:
+    """``[P]`` seconds of one exchange of ``peer`` rows (``[P, P]``) of ``element`` bytes each:
+    intra-node pairs on ``levels.intra_node``; inter-node pairs on their node's shared link."""
+    node = topology.node_of_rank()
+    cross = node[:, None] != node[None, :]
+    intra, inter = np.where(cross, 0, peer), np.where(cross, peer, 0)
+
+    def messages(rows: np.ndarray) -> np.ndarray:
+        return np.maximum((rows > 0).sum(axis=1), (rows > 0).sum(axis=0))
+
+    intra_s = levels.intra_node.seconds(
+        np.maximum(intra.sum(axis=1), intra.sum(axis=0)) * float(element), messages(intra)
+    )
+    out = np.bincount(node, weights=inter.sum(axis=1), minlength=topology.num_nodes)
+    into = np.bincount(node, weights=inter.sum(axis=0), minlength=topology.num_nodes)
+    link = np.maximum(out, into)[node] * float(element)
+    inter_s = levels.inter_node.seconds(link, messages(inter))
+    return intra_s + inter_s if sequential else np.maximum(intra_s, inter_s)
+
+
+def _broadcast_two_level(block_bytes: float, levels: TwoLevelNetwork, topology: Topology) -> float:
+    """Seconds of one ``broadcast`` direction: every root's block (``block_bytes`` summed over
+    roots) to the ``P − R`` ranks of other nodes and the ``R − 1`` of its own."""
+    size, per_node = topology.world_size, topology.ranks_per_node
+    inter = levels.inter_node.seconds((size - per_node) * block_bytes, size * (size - per_node))
+    intra = levels.intra_node.seconds((per_node - 1) * block_bytes, size * (per_node - 1))
+    return float(max(inter, intra))
 
 
 def rdm_pick(

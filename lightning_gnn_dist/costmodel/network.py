@@ -62,6 +62,45 @@ class Network:
             ) from None
 
 
+@dataclass(frozen=True)
+class TwoLevelNetwork:
+    """The links of a cluster: between ranks of one node (shared memory, loopback) and between
+    nodes (each node's NIC, shared by its ranks).
+
+    Attributes:
+        intra_node: the network between two ranks of one node.
+        inter_node: one node's link to the others; its bandwidth is the node's, shared by the
+            node's ranks (what ``probe`` measures between two nodes).
+    """
+
+    intra_node: Network
+    inter_node: Network
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        return {"intra_node": self.intra_node.to_dict(), "inter_node": self.inter_node.to_dict()}
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> TwoLevelNetwork:
+        """Both levels of the JSON that ``python -m lightning_gnn_dist probe --json FILE``
+        writes (or of a ``{"intra_node": {...}, "inter_node": {...}}`` file).
+
+        Raises:
+            ValueError: the file lacks one of the levels (the message says which).
+        """
+        content = json.loads(Path(path).read_text())
+        if isinstance(content, dict) and "levels" not in content and "inter_node" in content:
+            levels = {}
+            for level in ("intra_node", "inter_node"):
+                if not isinstance(content.get(level), dict):
+                    raise ValueError(f"{path}: no {level!r} network in {sorted(content)}")
+                levels[level] = Network(**{k: float(v) for k, v in content[level].items()})
+            return cls(**levels)
+        return cls(
+            intra_node=Network.from_json(path, level="intra_node"),
+            inter_node=Network.from_json(path, level="inter_node"),
+        )
+
+
 NETWORKS: dict[str, Network] = {
     "infiniband": Network(),
     # gloo over TCP on the loopback device of one machine: an assumed order of magnitude, not

@@ -16,6 +16,7 @@ from rich.table import Table
 from lightning_gnn_dist.comm.base import traffic_row_bytes
 from lightning_gnn_dist.comm.cached import STATISTIC_FIELDS
 from lightning_gnn_dist.lightning.compat import LightningNeutral
+from lightning_gnn_dist.partition.placement import Topology
 
 if TYPE_CHECKING:  # annotations only; the classes work with either namespace
     import pytorch_lightning as pl
@@ -29,6 +30,12 @@ _FIELDS = (
     "messages_sent",
     "messages_received",
     "seconds",
+    "inter_node_bytes_sent",  # not a Traffic field: bytes_sent_to summed over other nodes' ranks
+)
+_SPLIT_KEYS = (
+    "inter_node_bytes_total",
+    "intra_node_bytes_total",
+    "predicted_inter_node_bytes_total",
 )
 
 
@@ -45,6 +52,25 @@ def _strategy_and_store(trainer: pl.Trainer):
             f"{type(strategy).__name__} has no halo exchange; use strategy='gnn_ddp' (GNNStrategy)"
         )
     return strategy, trainer.datamodule.store
+
+
+def _topology(trainer) -> Topology | None:
+    """Nodes × ranks per node of a launch on several nodes (``None`` on one node)."""
+    nodes = int(getattr(trainer, "num_nodes", 1) or 1)
+    world = trainer.world_size
+    if nodes <= 1 or world % nodes:
+        return None
+    return Topology(nodes, world // nodes)
+
+
+def _inter_node_bytes(traffic, rank: int, topology: Topology | None) -> float:
+    """Bytes of ``traffic`` this rank sent to ranks on other nodes (``-1``: not split)."""
+    if topology is None:
+        return 0.0
+    if traffic.bytes_sent_to is None:
+        return -1.0
+    node = topology.node_of_rank()
+    return float(np.asarray(traffic.bytes_sent_to)[node != node[rank]].sum())
 
 
 def _training_traffic(trainer: pl.Trainer):
@@ -157,8 +183,14 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         _, store = _strategy_and_store(trainer)
         counter, mode, graph_store = _training_traffic(trainer)
         items = counter.items()
+        topology = _topology(trainer)
         local = torch.tensor(
-            [[getattr(t, f) for f in _FIELDS] for _, _, t in items] or [[0.0] * len(_FIELDS)],
+            [
+                [getattr(t, f) for f in _FIELDS[:-1]]
+                + [_inter_node_bytes(t, trainer.global_rank, topology)]
+                for _, _, t in items
+            ]
+            or [[0.0] * len(_FIELDS)],
             dtype=torch.float64,
         )
         world = trainer.world_size
@@ -211,6 +243,8 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             }
             comm_seconds += per_rank["seconds"]
             pair_rows = None if mode is None else mode.predicted_peer_rows(metrics, direction)
+            if topology is not None:  # several nodes: the bytes per level
+                row.update(_split(per_rank, recorded, pair_rows, traffic, topology))
             if recorded is not None and predicted_matrix is not None:
                 predicted_matrix = predicted_matrix + recorded
             elif pair_rows is None or traffic.bytes_sent_to is None:
@@ -229,6 +263,7 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
                 "messages_avg",
                 "messages_max",
                 "seconds_max",
+                *(k for k in _SPLIT_KEYS if k in row),
             ):
                 logged[f"comm/{layer}/{direction}/{key}"] = float(row[key])
         logged["comm/seconds_avg"] = float(comm_seconds.mean())
@@ -371,6 +406,9 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             else "neighbour loader traffic per training epoch (all ranks)",
             caption=None if hits is None else f"feature rows served from the cache: {hits:,.0f}",
         )
+        rows = self.last_epoch()
+        split = any("inter_node_bytes_total" in r for r in rows)  # several nodes
+        levels = ("inter-node", "predicted inter", "intra-node") if split else ()
         for header in (
             "layer",
             "direction",
@@ -380,6 +418,7 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             "÷ fp32",
             "predicted",
             "match",
+            *levels,
             "bytes max/rank",
             "msgs max/rank",
             "wait s max",
@@ -387,9 +426,17 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             table.add_column(
                 header, justify="left" if header in ("layer", "direction", "codec") else "right"
             )
-        for r in self.last_epoch():
+        for r in rows:
             fp32 = r.get("fp32_bytes_total", 0)
             predicted = r["predicted_bytes_total"]  # -1: sampled traffic, no prediction
+            cells = [
+                "-" if r.get(k, -1) < 0 else f"{r[k]:,}"
+                for k in (
+                    "inter_node_bytes_total",
+                    "predicted_inter_node_bytes_total",
+                    "intra_node_bytes_total",
+                )
+            ]
             table.add_row(
                 r["layer"],
                 r["direction"],
@@ -399,6 +446,7 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
                 f"{r['bytes_total'] / fp32:.3f}" if fp32 else "-",
                 f"{predicted:,}" if predicted >= 0 else "-",
                 "-" if predicted < 0 else "yes" if r["bytes_total"] == predicted else "NO",
+                *(cells if split else ()),
                 f"{r['bytes_max']:,}",
                 str(r["messages_max"]),
                 f"{r['seconds_max']:.4f}",
@@ -408,6 +456,28 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     @rank_zero_only
     def _print(self) -> None:
         _console().print(self.table())
+
+
+def _split(per_rank, recorded, pair_rows, traffic, topology: Topology) -> dict[str, int]:
+    """Measured inter- and intra-node bytes of one record (summed over ranks; ``-1`` when the
+    mode does not count bytes per receiving rank) and the predicted inter-node bytes (``-1``
+    without a per-pair prediction)."""
+    inter = per_rank["inter_node_bytes_sent"]
+    measured = -1 if bool((inter < 0).any()) else int(inter.sum())
+    total = int(per_rank["bytes_sent"].sum())
+    node = topology.node_of_rank()
+    cross = node[:, None] != node[None, :]
+    if recorded is not None:
+        predicted = int(np.asarray(recorded)[cross].sum())
+    elif pair_rows is not None and pair_rows.shape == cross.shape:
+        predicted = int(pair_rows[cross].sum()) * traffic_row_bytes(traffic) * traffic.calls
+    else:
+        predicted = -1
+    return {
+        "inter_node_bytes_total": measured,
+        "intra_node_bytes_total": total - measured if measured >= 0 else -1,
+        "predicted_inter_node_bytes_total": predicted,
+    }
 
 
 class PartitionReport(LightningNeutral, lightning_base="callbacks.Callback"):

@@ -20,6 +20,7 @@ from lightning_gnn_dist.data.subgraph_sampler import check_sampler_name, check_s
 from lightning_gnn_dist.lightning.compat import LightningNeutral
 from lightning_gnn_dist.loaders.neighbor import NeighborLoader, NeighborLoaders
 from lightning_gnn_dist.loaders.subgraph import SubgraphLoader
+from lightning_gnn_dist.partition.placement import Topology
 from lightning_gnn_dist.partition.store import FORMAT_VERSION, PartitionStore, PartitionStoreError
 from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
 from lightning_gnn_dist.utils.checks import check_bool, check_int
@@ -304,7 +305,18 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         )
         digest = hashlib.sha256(settings.encode()).hexdigest()[:8]
         name = f"{slug}-{self.method}-p{self._parts()}-s{self.seed}-e{self.epsilon:g}-{digest}"
+        topology = self._topology()
+        if topology is not None and topology.num_nodes > 1:  # a placement of its own
+            name += f"-n{topology.num_nodes}"
         return Path(self.root) / name
+
+    def _topology(self) -> Topology | None:
+        """Nodes × ranks per node of the attached Trainer (``None`` without one)."""
+        if self.trainer is None:
+            return None
+        nodes = max(int(getattr(self.trainer, "num_nodes", 1) or 1), 1)
+        world = self.trainer.world_size
+        return Topology(nodes, world // nodes) if world % nodes == 0 else None
 
     # -- method="auto" ------------------------------------------------------------------------
     @property
@@ -476,6 +488,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             PartitionStore.open(self.store_path).verify(full=False)
             return
         data = load_dataset(self.dataset)
+        topology = self._topology()
         partition_to_store(
             data,
             self.partitioner,
@@ -484,6 +497,8 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             dataset=self._dataset_name,
             force=self.force,
             verify=False,  # each rank hashes its own part in setup()
+            # several nodes: the store records the placement (and the hierarchical rows)
+            topology=topology if topology is not None and topology.num_nodes > 1 else None,
         )
         self._store = None  # a rebuilt store has new metadata
 
@@ -518,6 +533,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
                 f"the partition store {store.path} has {store.num_parts} parts but {world} processes run; "
                 "num_parts must equal the world size"
             )
+        store.check_topology(self._topology())  # a placed store runs on its own topology only
         part = store.load_part(rank)
         self.local_partition = part
         self.batch = Data(

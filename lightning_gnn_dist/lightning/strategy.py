@@ -100,7 +100,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     Args:
         exchange (str): exchange mode: ``"p2p"``, ``"broadcast"``, ``"cached"`` (SANCUS;
             configured by the ``cache_*``/``staleness*`` options) or ``"rdm"`` (paper 003;
-            ``rdm_order``, ``replication``) on a vertex partition; ``"cd-0"``, ``"cd-<r>"`` or
+            ``rdm_order``, ``replication``) or ``"hierarchical"`` (several nodes: each halo row
+            crosses to a remote node once, ranks per node = world size ÷ ``num_nodes``) on a
+            vertex partition; ``"cd-0"``, ``"cd-<r>"`` or
             ``"0c"`` on a vertex cut (``method="vertex-cut"``); or ``"auto"``: the exchange,
             codec and ``rdm`` order of the plan that
             ``GraphPartitionDataModule(method="auto")`` stored with the partition (every rank
@@ -550,8 +552,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         """The graph context of ``partition`` (a rank's part, an evaluation view or a batch
         plan) with this strategy's exchange mode and options, on the compute device."""
         partition = _to_device(partition, self.root_device)
+        options = dict(self.exchange_options)
+        if self.exchange_mode == "hierarchical":  # rank r runs on node r // ranks_per_node
+            options["ranks_per_node"] = self.world_size // max(self.num_nodes, 1)
         exchange = make_exchange(
-            self.exchange_mode, partition, counter, codec=self.codec_policy, **self.exchange_options
+            self.exchange_mode, partition, counter, codec=self.codec_policy, **options
         )
         context = make_graph_context(partition, exchange)
         context.prepare(self.lightning_module)  # rdm binds the model's layers here

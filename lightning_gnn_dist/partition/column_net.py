@@ -56,6 +56,30 @@ class ColumnNetHypergraph:
         weights = None if self.net_weights is None else self.net_weights[keep]
         return ColumnNetHypergraph(self.num_vertices, offsets, pins, self.vertex_weights, weights)
 
+    def restrict(self, vertices: np.ndarray) -> ColumnNetHypergraph:
+        """The sub-hypergraph on ``vertices`` (``[n] int64``, sorted, distinct): vertex ``k`` is
+        ``vertices[k]``; every net keeps its pins among ``vertices`` (nets left with none are
+        dropped). Its connectivity−1 cut counts, per net, the extra parts among ``vertices``
+        that read the net's row — what the second level of a two-level partition minimises."""
+        vertices = np.asarray(vertices, dtype=np.int64)
+        position = np.full(self.num_vertices, -1, dtype=np.int64)
+        position[vertices] = np.arange(vertices.size)
+        sizes = self.net_sizes()
+        net_of_pin = np.repeat(np.arange(self.num_nets), sizes)
+        kept = position[self.pins] >= 0
+        counts = np.bincount(net_of_pin[kept], minlength=self.num_nets)
+        nonempty = counts > 0
+        offsets = np.zeros(int(nonempty.sum()) + 1, dtype=np.int64)
+        np.cumsum(counts[nonempty], out=offsets[1:])
+        weights = None if self.net_weights is None else self.net_weights[nonempty]
+        return ColumnNetHypergraph(
+            vertices.size,
+            offsets,
+            position[self.pins[kept]],
+            self.vertex_weights[vertices],
+            weights,
+        )
+
 
 def column_net_hypergraph(data: Data) -> ColumnNetHypergraph:
     """Build the column-net hypergraph of a canonical graph (vectorised, ``O(nnz)``)."""

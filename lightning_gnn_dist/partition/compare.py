@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from torch_geometric.data import Data
@@ -13,6 +14,8 @@ from lightning_gnn_dist.partition.base import (
     get_partitioner,
     partitioner_options,
 )
+from lightning_gnn_dist.partition.metrics import PartitionMetrics
+from lightning_gnn_dist.partition.placement import Topology, hierarchical_peer_rows, node_traffic
 from lightning_gnn_dist.utils.progress import track
 
 DEFAULT_METHODS = ("hypergraph-mtkahypar", "hypergraph-kahypar", "metis", "random")
@@ -33,6 +36,7 @@ def compare_partitioners(
     epsilon: float = 0.03,
     keep_metrics: bool = False,
     options: dict[str, Any] | None = None,
+    ranks_per_node: int | None = None,
 ) -> list[dict[str, Any]]:
     """Partition ``data`` with each method and return one summary row per method.
 
@@ -48,8 +52,18 @@ def compare_partitioners(
 
     ``options`` (e.g. ``{"vertex_weight": "work"}``) go to every method that takes them, so
     ``random`` stays the baseline; an option that no method takes is a ``ValueError``.
+
+    With ``ranks_per_node`` (several nodes of that many ranks, part ``p`` on rank ``p``) every
+    vertex-partition row also has ``inter_node_rows`` and ``intra_node_rows`` (``p2p``'s halo
+    rows per SpMM that cross nodes and that stay inside one) and ``hierarchical_inter_node_rows``
+    (the ``hierarchical`` exchange's), and its metrics hold the hierarchical rows.
     """
     check_num_parts(num_parts, data.num_nodes)
+    topology = None
+    if ranks_per_node is not None:
+        if num_parts % ranks_per_node:
+            raise ValueError(f"ranks_per_node={ranks_per_node} does not divide P = {num_parts}")
+        topology = Topology(num_parts // ranks_per_node, ranks_per_node)
     options = dict(options or {})
     accepted = {m: partitioner_options(m) for m in methods}
     unused = sorted(k for k in options if not any(k in names for names in accepted.values()))
@@ -78,6 +92,19 @@ def compare_partitioners(
         seconds = time.perf_counter() - start
         metrics = partitioner.metrics(data, assignment, num_parts)
         row = {"method": method, **metrics.summary(), "seconds": seconds}
+        if topology is not None and isinstance(metrics, PartitionMetrics):
+            hierarchical = hierarchical_peer_rows(data, assignment, topology)
+            metrics = replace(
+                metrics,
+                ranks_per_node=topology.ranks_per_node,
+                hierarchical_peer_rows=hierarchical,
+            )
+            levels = node_traffic(metrics.peer_rows, topology)
+            row["inter_node_rows"] = levels.total_inter_rows
+            row["intra_node_rows"] = levels.total_intra_rows
+            row["hierarchical_inter_node_rows"] = node_traffic(
+                hierarchical, topology
+            ).total_inter_rows
         if keep_metrics:
             row["metrics"] = metrics
         refinement = getattr(partitioner, "last_refinement", None)

@@ -20,7 +20,7 @@ from lightning_gnn_dist.partition.backends import (
     get_backend,
 )
 from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
-from lightning_gnn_dist.partition.column_net import column_net_hypergraph
+from lightning_gnn_dist.partition.column_net import ColumnNetHypergraph, column_net_hypergraph
 from lightning_gnn_dist.partition.refine import RefineResult, refine_max_send_volume
 from lightning_gnn_dist.partition.weights import (
     DEFAULT_VERTEX_WEIGHT,
@@ -137,10 +137,32 @@ class HypergraphPartitioner(Partitioner):
         return super().partition(data, num_parts)
 
     def _partition(self, data: Data, num_parts: int) -> np.ndarray:
-        hypergraph = replace(
+        return self.partition_hypergraph(self.hypergraph(data), num_parts)
+
+    def hypergraph(self, data: Data) -> ColumnNetHypergraph:
+        """The column-net hypergraph of ``data`` with this partitioner's vertex weights (what
+        :meth:`partition` cuts; :func:`~lightning_gnn_dist.partition.placement.two_level_assignment`
+        cuts it twice)."""
+        return replace(
             column_net_hypergraph(data),
             vertex_weights=vertex_weights(data, self.vertex_weight, self.widths),
         )
+
+    def partition_hypergraph(
+        self, hypergraph: ColumnNetHypergraph, num_parts: int, refine: bool = True
+    ) -> np.ndarray:
+        """Partition ``hypergraph`` (its vertex weights as given) into ``num_parts`` parts with
+        this partitioner's backend, and its send-volume refinement when ``refine`` and
+        ``balance_send_volume`` are set (the refinement needs net ``j`` owned by vertex ``j``,
+        the column-net model; a sub-hypergraph of
+        :meth:`~lightning_gnn_dist.partition.column_net.ColumnNetHypergraph.restrict` is not).
+
+        Returns:
+            ``[num_vertices] int64`` part of each vertex.
+        """
+        refine = refine and self.balance_send_volume
+        if num_parts == 1:
+            return np.zeros(hypergraph.num_vertices, dtype=np.int64)
         partition_hypergraph = get_backend(self.backend)
         sizes = hypergraph.net_sizes()
         keep = sizes >= 2
@@ -149,7 +171,7 @@ class HypergraphPartitioner(Partitioner):
         # With the refinement on, km1 gets half the imbalance budget and the other half is room
         # for the refinement's moves: when the km1 partition fills every part but the busiest
         # to the bound, no vertex can leave the busiest part (measured on R-MAT, P = 4).
-        backend_epsilon = self.epsilon / 2 if self.balance_send_volume else self.epsilon
+        backend_epsilon = self.epsilon / 2 if refine else self.epsilon
         assignment = partition_hypergraph(
             hypergraph.keep_nets(keep),
             num_parts,
@@ -158,7 +180,7 @@ class HypergraphPartitioner(Partitioner):
             timeout=self.timeout,
             **self.backend_options,
         )
-        if not self.balance_send_volume:
+        if not refine:
             return assignment
         self.last_refinement = refine_max_send_volume(
             hypergraph.net_offsets,

@@ -15,6 +15,7 @@ import numpy as np
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.graph import column_net_pins, row_nnz, sorted_unique, symmetric_csr
+from lightning_gnn_dist.partition.placement import Topology, hierarchical_peer_rows
 
 FLOAT32_BYTES = 4
 
@@ -32,6 +33,13 @@ class PartitionMetrics:
         part_sizes: ``[P] int64`` owned vertices per part.
         part_nnz: ``[P] int64`` non-zeros of ``Â`` per part (its computational load).
         edge_cut: undirected edges of ``A + Aᵀ`` (no self loops) whose ends lie in different parts.
+        ranks_per_node: ranks per node of the placement the metrics were computed for (``None``:
+            none given). ``num_parts // ranks_per_node`` nodes, rank ``r`` on node
+            ``r // ranks_per_node``.
+        hierarchical_peer_rows: ``[P, P] int64`` rows rank ``p`` sends rank ``q`` per SpMM in
+            the ``hierarchical`` exchange on that placement
+            (:func:`~lightning_gnn_dist.partition.placement.hierarchical_peer_rows`; ``None``
+            without a placement).
     """
 
     num_parts: int
@@ -40,6 +48,8 @@ class PartitionMetrics:
     part_sizes: np.ndarray
     part_nnz: np.ndarray
     edge_cut: int
+    ranks_per_node: int | None = None
+    hierarchical_peer_rows: np.ndarray | None = None
 
     @property
     def send_rows(self) -> np.ndarray:
@@ -111,8 +121,11 @@ class PartitionMetrics:
     def to_dict(self) -> dict:
         """JSON-serialisable form (inverse: :meth:`from_dict`)."""
         out = asdict(self)
-        for key in ("peer_rows", "part_sizes", "part_nnz"):
-            out[key] = out[key].tolist()
+        for key in ("peer_rows", "part_sizes", "part_nnz", "hierarchical_peer_rows"):
+            if out[key] is not None:
+                out[key] = out[key].tolist()
+        if self.ranks_per_node is None:  # metrics without a placement read as before
+            del out["ranks_per_node"], out["hierarchical_peer_rows"]
         return out
 
     @classmethod
@@ -121,21 +134,31 @@ class PartitionMetrics:
             k: np.asarray(values[k], dtype=np.int64)
             for k in ("peer_rows", "part_sizes", "part_nnz")
         }
+        hierarchical = values.get("hierarchical_peer_rows")
+        per_node = values.get("ranks_per_node")
         return cls(
             num_parts=int(values["num_parts"]),
             num_nodes=int(values["num_nodes"]),
             edge_cut=int(values["edge_cut"]),
             **arrays,
+            ranks_per_node=None if per_node is None else int(per_node),
+            hierarchical_peer_rows=None
+            if hierarchical is None
+            else np.asarray(hierarchical, dtype=np.int64),
         )
 
 
-def partition_metrics(data: Data, assignment: np.ndarray, num_parts: int) -> PartitionMetrics:
+def partition_metrics(
+    data: Data, assignment: np.ndarray, num_parts: int, ranks_per_node: int | None = None
+) -> PartitionMetrics:
     """Compute :class:`PartitionMetrics` exactly and vectorised (``O(nnz log nnz)``).
 
     Args:
         data: canonical graph (see ``data.graph.canonicalize``).
         assignment: ``[num_nodes] int64`` part of each vertex.
         num_parts: P (parts may be empty).
+        ranks_per_node: the placement's ranks per node (a divisor of P): also computes the
+            ``hierarchical`` exchange's rows. (default: ``None``, no placement)
     """
     num_nodes = data.num_nodes
     assignment = np.asarray(assignment, dtype=np.int64)
@@ -157,9 +180,19 @@ def partition_metrics(data: Data, assignment: np.ndarray, num_parts: int) -> Par
     rows = np.repeat(np.arange(num_nodes), np.diff(indptr))
     edge_cut = int((assignment[rows] != assignment[indices]).sum()) // 2
 
+    hierarchical = None
+    if ranks_per_node is not None:
+        if num_parts % ranks_per_node:
+            raise ValueError(
+                f"ranks_per_node={ranks_per_node} does not divide the {num_parts} parts"
+            )
+        topology = Topology(num_parts // ranks_per_node, ranks_per_node)
+        hierarchical = hierarchical_peer_rows(data, assignment, topology)
     return PartitionMetrics(
         num_parts=num_parts,
         num_nodes=num_nodes,
+        ranks_per_node=ranks_per_node,
+        hierarchical_peer_rows=hierarchical,
         peer_rows=peer_rows.astype(np.int64),
         part_sizes=np.bincount(assignment, minlength=num_parts).astype(np.int64),
         part_nnz=np.bincount(

@@ -17,7 +17,9 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     edge cut, load imbalance (non-zeros, and rows: owned vertices), partitioning seconds, and
     with ``predicted_epoch_seconds`` in the rows (``partition-compare --widths``) the cost
     model's epoch time (and, from ``predicted_epoch_seconds_by_exchange``, the other modes'
-    beside it, with ``rdm``'s order). Volumes are rows one layer moves per
+    beside it, with ``rdm``'s order), and with ``inter_node_rows`` (``partition-compare
+    --nodes``) the rows crossing nodes, those staying inside one, and the crossing rows of the
+    ``hierarchical`` exchange. Volumes are rows one layer moves per
     direction (halo rows; for a vertex cut, partial-aggregate rows), and ``RF`` is a vertex
     cut's replication factor (paper 002 Table 4)."""
     table = Table(title=title)
@@ -56,6 +58,11 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         table.add_column(f"pred. {mode} ms", justify="right")
     if any(r.get("rdm_order") for r in rows):
         table.add_column("rdm order", justify="right")
+    levels = ("inter_node_rows", "intra_node_rows", "hierarchical_inter_node_rows")
+    split = any("inter_node_rows" in r for r in rows)  # partition-compare --nodes
+    if split:
+        for header in ("inter-node rows", "intra-node rows", "hier. inter rows"):
+            table.add_column(header, justify="right")
     for r in rows:
         extra = []
         if predicted:
@@ -65,6 +72,8 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             extra += ["–" if seconds.get(m) is None else f"{seconds[m] * 1e3:.3g}" for m in others]
             if any(x.get("rdm_order") for x in rows):
                 extra.append(r.get("rdm_order") or "–")
+        if split:
+            extra += ["–" if r.get(k) is None else str(r[k]) for k in levels]
         table.add_row(
             r["method"],
             f"{r['avg_send_rows']:.1f}",

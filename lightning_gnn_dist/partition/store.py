@@ -41,7 +41,14 @@ from lightning_gnn_dist.data.graph import graph_fingerprint
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.vertex_cut import VertexCutPart
 from lightning_gnn_dist.partition.base import Partitioner, check_num_parts
-from lightning_gnn_dist.partition.metrics import PartitionMetrics
+from lightning_gnn_dist.partition.metrics import PartitionMetrics, partition_metrics
+from lightning_gnn_dist.partition.placement import (
+    PLACEMENTS,
+    Topology,
+    map_parts_to_nodes,
+    renumber_by_node,
+    two_level_assignment,
+)
 from lightning_gnn_dist.partition.vertex_cut import VertexCutMetrics
 from lightning_gnn_dist.utils.progress import status, track
 from lightning_gnn_dist.utils.tempdirs import make_owned_dir, remove_stale
@@ -127,6 +134,34 @@ class PartitionStore:
             return VertexCutMetrics.from_dict(self.meta["metrics"])
         return PartitionMetrics.from_dict(self.meta["metrics"])
 
+    @property
+    def topology(self) -> Topology | None:
+        """The nodes × ranks per node the store was placed for (``None``: no placement was
+        recorded; part ``p`` runs on rank ``p`` on any launch)."""
+        placement = self.meta.get("placement")
+        if placement is None:
+            return None
+        return Topology(int(placement["num_nodes"]), int(placement["ranks_per_node"]))
+
+    def check_topology(self, topology: Topology | None) -> None:
+        """Refuse a launch on another topology than the recorded placement.
+
+        Raises:
+            PartitionStoreError: the store was placed for other nodes × ranks per node (the
+                message says both and how to get a store for this launch).
+        """
+        placed = self.topology
+        if placed is None or topology is None or placed == topology:
+            return
+        method = self.meta["placement"]["method"]
+        raise PartitionStoreError(
+            f"the partition store {self.path} was placed ({method!r}) for {placed.num_nodes} "
+            f"node(s) x {placed.ranks_per_node} rank(s) per node, but this launch has "
+            f"{topology.num_nodes} node(s) x {topology.ranks_per_node} rank(s) per node: launch "
+            f"with num_nodes={placed.num_nodes} and devices={placed.ranks_per_node}, or "
+            "partition again for this launch (force=True / --force, or another store folder)"
+        )
+
     def _verified(self, name: str, full: bool = True) -> Path:
         """``self.path / name`` after checking its size and (``full``) its sha256."""
         file = self.path / name
@@ -204,8 +239,15 @@ def partition_to_store(
     dataset: str | None = None,
     force: bool = False,
     verify: bool = True,
+    topology: Topology | None = None,
+    placement: str = "naive",
 ) -> PartitionStore:
     """Partition ``data`` into ``path``, or reuse the store there if it matches and is intact.
+
+    With a ``topology`` the store records the placement (``meta["placement"]``: ``num_nodes``,
+    ``ranks_per_node``, ``method`` and ``part_to_rank``, the rank each part of the partitioner's
+    numbering runs on), its metrics hold the ``hierarchical`` exchange's rows, and a launch on
+    another topology is refused (:meth:`PartitionStore.check_topology`).
 
     Args:
         data: canonical graph (``load_dataset`` output).
@@ -218,13 +260,22 @@ def partition_to_store(
             nothing but store files is replaced.
         verify: hash every file of a reused store (``False``: check sizes only, and leave the
             hashes to :meth:`PartitionStore.load_part`).
+        topology: nodes × ranks per node of the launch (``num_nodes × ranks_per_node`` must be
+            ``num_parts``). (default: ``None``, nothing recorded)
+        placement: with a ``topology``, which parts share a node: ``"naive"`` (part ``p`` on
+            rank ``p``), ``"mapping"`` (the partition's parts renumbered so that few rows cross
+            nodes; :func:`~lightning_gnn_dist.partition.placement.map_parts_to_nodes`) or
+            ``"two-level"`` (hypergraph partitioners only: into nodes first, then each node
+            into its ranks; :func:`~lightning_gnn_dist.partition.placement.two_level_assignment`).
+            (default: ``"naive"``)
 
     Raises:
         PartitionStoreError: ``path`` holds a store for other data or settings, or a corrupt
             one (without ``force``), or ``force`` would replace a folder that is not a store.
-        ValueError: invalid ``num_parts``.
+        ValueError: invalid ``num_parts``, ``placement`` or ``topology``.
     """
     check_num_parts(num_parts, data.num_nodes)
+    _check_placement(partitioner, num_parts, topology, placement)
     path = Path(path)
     fingerprint = graph_fingerprint(data)
     settings = {**partitioner.settings(), "num_parts": int(num_parts)}
@@ -239,6 +290,7 @@ def partition_to_store(
     if occupied and not force:
         store = PartitionStore.open(path)
         store.check_matches(fingerprint, settings)
+        store.check_topology(topology)
         store.verify(full=verify)
         return store
 
@@ -246,9 +298,14 @@ def partition_to_store(
         f"partitioning {dataset or 'graph'} into {num_parts} parts with {partitioner.name}"
     ):
         start = time.perf_counter()
-        assignment = partitioner.partition(data, num_parts)
+        assignment, part_to_rank = _placed_assignment(
+            data, partitioner, num_parts, topology, placement
+        )
         seconds = time.perf_counter() - start
-    metrics = partitioner.metrics(data, assignment, num_parts)
+    if topology is not None and partitioner.kind == "vertex":
+        metrics = partition_metrics(data, assignment, num_parts, topology.ranks_per_node)
+    else:
+        metrics = partitioner.metrics(data, assignment, num_parts)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = make_owned_dir(path.parent, f".{path.name}.tmp-")
@@ -277,6 +334,13 @@ def partition_to_store(
             "files": {name: _sha256(tmp / name) for name in names},
             "file_bytes": {name: (tmp / name).stat().st_size for name in names},
         }
+        if topology is not None:
+            meta["placement"] = {
+                "num_nodes": topology.num_nodes,
+                "ranks_per_node": topology.ranks_per_node,
+                "method": placement,
+                "part_to_rank": part_to_rank.tolist(),
+            }
         meta["meta_sha256"] = _meta_checksum(meta)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         if occupied:
@@ -288,6 +352,7 @@ def partition_to_store(
         if not occupied and path.exists():  # a concurrent writer won: use its store if it fits
             store = PartitionStore.open(path)
             store.check_matches(fingerprint, settings)
+            store.check_topology(topology)
             store.verify(full=verify)
             return store
         raise
@@ -295,6 +360,51 @@ def partition_to_store(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return PartitionStore(path, meta)
+
+
+def _check_placement(
+    partitioner: Partitioner, num_parts: int, topology: Topology | None, placement: str
+) -> None:
+    if placement not in PLACEMENTS:
+        raise ValueError(f"unknown placement {placement!r}; choose one of {PLACEMENTS}")
+    if topology is None:
+        if placement != "naive":
+            raise ValueError(f"placement={placement!r} needs the topology (nodes x ranks per node)")
+        return
+    if topology.world_size != num_parts:
+        raise ValueError(
+            f"a topology of {topology.num_nodes} node(s) x {topology.ranks_per_node} rank(s) has "
+            f"{topology.world_size} ranks but num_parts={num_parts}; they must be equal"
+        )
+    if placement != "naive" and partitioner.kind != "vertex":
+        raise ValueError(
+            f"placement={placement!r} needs a vertex partition (got {partitioner.name})"
+        )
+    if placement == "two-level" and not hasattr(partitioner, "partition_hypergraph"):
+        raise ValueError(
+            f"placement='two-level' cuts the hypergraph model twice: use method='hypergraph' "
+            f"(got {partitioner.name}); placement='mapping' works with any vertex partitioner"
+        )
+
+
+def _placed_assignment(
+    data: Data,
+    partitioner: Partitioner,
+    num_parts: int,
+    topology: Topology | None,
+    placement: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(assignment, part_to_rank)``: the partition with part ``p`` on rank ``p``, and the rank
+    of each part of the partitioner's own numbering (identity unless ``placement="mapping"``)."""
+    identity = np.arange(num_parts, dtype=np.int64)
+    if topology is None or placement == "naive" or topology.num_nodes == 1:
+        return partitioner.partition(data, num_parts), identity
+    if placement == "two-level":
+        return two_level_assignment(partitioner.hypergraph(data), partitioner, topology), identity
+    assignment = partitioner.partition(data, num_parts)
+    peer_rows = partition_metrics(data, assignment, num_parts).peer_rows
+    part_to_rank = renumber_by_node(map_parts_to_nodes(peer_rows, topology), topology)
+    return part_to_rank[assignment], part_to_rank
 
 
 def _is_empty_dir(path: Path) -> bool:

@@ -455,6 +455,25 @@ def test_out_is_not_a_store(capsys, tmp_path, graph_spec):
     assert [p.name for p in tmp_path.iterdir()] == ["file"]
 
 
+def test_partition_compare_splits_the_rows_by_node(capsys):
+    import json
+
+    from lightning_gnn_dist.cli import main
+
+    spec = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
+    args = ["partition-compare", "--dataset", spec, "-p", "4", "--methods", "metis", "random"]
+    assert main(args + ["--nodes", "2", "--widths", "8,4", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    for row in rows:
+        assert row["inter_node_rows"] + row["intra_node_rows"] == row["total_volume_rows"]
+        assert row["hierarchical_inter_node_rows"] <= row["inter_node_rows"]
+        assert row["predicted_epoch_seconds_by_exchange"]["hierarchical"] > 0
+    assert main(args + ["--nodes", "2"]) == 0
+    assert "hier. inter rows" in capsys.readouterr().out
+    assert main(args + ["--nodes", "3"]) == 2
+    assert "--nodes 3: give a divisor of --num-parts 4" in capsys.readouterr().err
+
+
 def test_partition_compare_auto_prints_the_plan_table(capsys, tmp_path):
     spec = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
     args = [

@@ -8,6 +8,7 @@ from lightning_gnn_dist.costmodel import (
     NETWORKS,
     ComputeCosts,
     Network,
+    TwoLevelNetwork,
     calibrate,
     gcn_layers,
     predict_epoch,
@@ -15,6 +16,7 @@ from lightning_gnn_dist.costmodel import (
 )
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.metrics import PartitionMetrics, partition_metrics
+from lightning_gnn_dist.partition.placement import Topology
 from tests.helpers import random_graph
 
 # Two parts: part 0 owns 3 rows (7 non-zeros) and sends 2 rows to part 1; part 1 owns 2 rows
@@ -168,3 +170,58 @@ def test_partition_compare_prints_the_predicted_epoch(capsys):
     assert "pred. epoch ms" in printed and "pred. rdm ms" in printed
     assert main(args + ["--widths", "8,x"]) == 2
     assert "--widths '8,x'" in capsys.readouterr().err
+
+
+# 2 nodes x 2 ranks; ranks 0, 1 on node 0 and 2, 3 on node 1.
+PLACED = PartitionMetrics(
+    num_parts=4,
+    num_nodes=8,
+    peer_rows=np.array([[0, 2, 3, 0], [1, 0, 0, 1], [1, 0, 0, 4], [0, 0, 0, 0]]),
+    part_sizes=np.array([2, 2, 2, 2]),
+    part_nnz=np.array([4, 4, 4, 4]),
+    edge_cut=5,
+    ranks_per_node=2,
+    hierarchical_peer_rows=np.array([[0, 2, 3, 0], [1, 0, 0, 1], [1, 0, 0, 4], [0, 0, 0, 0]]),
+)
+LEVELS = TwoLevelNetwork(
+    intra_node=Network(bandwidth_bytes_per_s=8.0, latency_s=0.25),  # 2 float32 per second
+    inter_node=Network(bandwidth_bytes_per_s=4.0, latency_s=0.5),  # 1 float32 per second
+)
+
+
+@pytest.mark.parametrize("exchange", ["p2p", "hierarchical"])
+def test_two_level_network_by_hand(exchange):
+    """One layer of width 1 (4-byte rows), no compute: per direction (the backward is the
+    transpose, same maxima) intra-node rows max(sent, received) = 2, 2, 4, 4 → 1, 1, 2, 2 s
+    + one message 0.25 s; the inter-node rows share a node's link: node 0 sends 3 + 1 = 4 rows
+    and receives 1, node 1 sends 1 and receives 3 + 1 = 4 → 4 s + one message 0.5 s on every
+    rank. p2p overlaps the levels (max), hierarchical runs them in turn (sum). The gradient
+    all-reduce (2 parameters, ring on the inter-node link): 2·3/4·2·4 B / 4 B/s + 6 · 0.5 s = 6 s."""
+    free = ComputeCosts(0.0, 0.0, 0.0)
+    estimate = predict_epoch(
+        PLACED, [1, 1], free, LEVELS, exchange=exchange, topology=Topology(2, 2)
+    )
+    intra, inter = np.array([1.25, 1.25, 2.25, 2.25]), np.full(4, 4.5)
+    per_direction = np.maximum(intra, inter) if exchange == "p2p" else intra + inter
+    np.testing.assert_allclose(estimate.comm_seconds, 2 * per_direction + 6.0)
+    # inter-node bytes: forward 3, 1, 1, 0 rows; backward (transposed) 1, 0, 3, 1 rows
+    np.testing.assert_array_equal(estimate.inter_node_bytes, [16, 4, 16, 4])
+    # without a topology: as before, one network for every pair
+    flat = predict_epoch(PLACED, [1, 1], free, LEVELS.inter_node, exchange="p2p")
+    assert flat.inter_node_bytes is None
+    single = predict_epoch(
+        PLACED, [1, 1], free, LEVELS.inter_node, exchange="p2p", topology=Topology(1, 4)
+    )
+    np.testing.assert_allclose(single.comm_seconds, flat.comm_seconds)
+
+
+def test_two_level_inputs_are_checked():
+    free = ComputeCosts(0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="needs the topology"):
+        predict_epoch(PLACED, [1, 1], free, LEVELS)
+    with pytest.raises(ValueError, match="no hierarchical rows for 1 ranks per node"):
+        predict_epoch(
+            PLACED, [1, 1], free, LEVELS, exchange="hierarchical", topology=Topology(4, 1)
+        )
+    with pytest.raises(ValueError, match="has 2 ranks"):
+        predict_epoch(PLACED, [1, 1], free, LEVELS, topology=Topology(1, 2))

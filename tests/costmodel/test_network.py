@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from lightning_gnn_dist.costmodel import Network
+from lightning_gnn_dist.costmodel import Network, TwoLevelNetwork
 from lightning_gnn_dist.costmodel.network import fit_network
 
 SIZES = np.array([64, 1024, 16384, 262144, 4194304], dtype=float)
@@ -60,3 +60,21 @@ def test_network_from_a_probe_json_or_a_plain_dict(tmp_path):
     plain.write_text("[1, 2]")
     with pytest.raises(ValueError, match="not a network description"):
         Network.from_json(plain)
+
+
+def test_two_level_network_from_a_probe_json_or_its_own_dict(tmp_path):
+    probe = tmp_path / "probe.json"
+    levels = {
+        "inter_node": {"bandwidth_bytes_per_s": 1e8, "latency_s": 1e-4},
+        "intra_node": {"bandwidth_bytes_per_s": 5e9, "latency_s": 2e-5},
+    }
+    probe.write_text(json.dumps({"world_size": 4, "levels": levels}))
+    both = TwoLevelNetwork.from_json(probe)
+    assert both == TwoLevelNetwork(Network(5e9, 2e-5), Network(1e8, 1e-4))
+    own = tmp_path / "levels.json"
+    own.write_text(json.dumps(both.to_dict()))
+    assert TwoLevelNetwork.from_json(own) == both
+    levels["intra_node"] = None  # a probe of one rank per node
+    probe.write_text(json.dumps({"world_size": 2, "levels": levels}))
+    with pytest.raises(ValueError, match="no 'intra_node' level"):
+        TwoLevelNetwork.from_json(probe)

@@ -151,6 +151,24 @@ def test_verify_dataset_false_never_loads_the_graph(tmp_path, monkeypatch):
         ).prepare_data()
 
 
+def test_a_placed_store_refuses_a_launch_on_another_topology(tmp_path):
+    from types import SimpleNamespace
+
+    data = random_graph(40, 120, 3, features=2)
+    placed = GraphPartitionDataModule(data, method="random", num_parts=4, root=str(tmp_path))
+    placed.trainer = SimpleNamespace(num_nodes=2, world_size=4, global_rank=1)
+    placed.prepare_data()
+    assert placed.store_path.name.endswith("-n2")  # one store per placement
+    assert placed.store.meta["placement"]["ranks_per_node"] == 2
+    placed.setup("fit")  # the topology it was placed for
+    other = GraphPartitionDataModule(
+        data, method="random", num_parts=4, store=str(placed.store_path)
+    )
+    other.trainer = SimpleNamespace(num_nodes=1, world_size=4, global_rank=0)
+    with pytest.raises(PartitionStoreError, match="launch with num_nodes=2 and devices=2"):
+        other.setup("fit")
+
+
 def test_strategy_keeps_process_options_and_drops_unchanged_ddp_defaults():
     """A parser passes every DDP argument at its default; those are dropped, the process
     options kept."""
