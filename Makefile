@@ -22,7 +22,7 @@ test: lint
 # an incremental build can keep a stale toctree after API pages change). tests/test_docs.py runs the
 # same build inside the test suite.
 docs: venv
-	$(PY) -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
+	$(PY) -m sphinx -E -j auto -W --keep-going -q -b html docs docs/_build/html
 
 # Every benchmark once in --quick mode (a smoke test; outputs *_quick.*, ignored by git). The full
 # runs and `render-all` are listed in benchmarks/README.md.

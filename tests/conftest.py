@@ -1,4 +1,5 @@
 import os
+import signal
 
 import psutil
 import pytest
@@ -6,6 +7,12 @@ import pytest
 os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("LGD_PROGRESS", "0")
+
+# A shell without job control starts `pytest &` with SIGINT ignored, and the children inherit
+# that: the Ctrl-C tests (emulate, rank 0 interrupted) would then wait in vain. Run as in a
+# foreground terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

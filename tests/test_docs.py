@@ -25,6 +25,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -309,7 +310,7 @@ def test_docs_build(tmp_path):
     """``make docs``'s command: Sphinx with warnings as errors (into a fresh output folder)."""
     pytest.importorskip("sphinx")
     proc = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html"]
+        [sys.executable, "-m", "sphinx", "-j", "auto", "-W", "--keep-going", "-q", "-b", "html"]
         + ["-d", str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")],
         env=_env(),
         capture_output=True,
@@ -400,26 +401,46 @@ def test_single_process_snippet(name, in_process_results, workdir):
     _check(snippet, run, record["output"], workdir)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", RANKS)
-def test_multi_rank_snippet(name, workdir, monkeypatch):
+def _run_multi_rank(name: str, workdir: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """One multi-rank snippet, in a folder of its own (they run side by side)."""
     snippet, run = collect()[name], RUN[name]
     code = _prepared(snippet, run)
-    monkeypatch.setattr(test_examples, "TIMEOUT", SNIPPET_TIMEOUT)
+    cwd = workdir / f"ranks-{name}"
+    cwd.mkdir()
+    (cwd / "examples").symlink_to(REPO / "examples")
     if snippet.lang == "python":
-        script = workdir / f"snippet_{name.replace('-', '_')}.py"
+        script = cwd / f"snippet_{name.replace('-', '_')}.py"
         script.write_text(code)
-        result = _run([script.name], workdir)
-    else:
-        # The shell runs the block; `python` is this interpreter (the project's venv).
-        bin_dir = os.path.dirname(sys.executable)
-        shell = f'export PATH="{bin_dir}:$PATH"\nset -euo pipefail\n{code}'
-        result = _run(
-            ["-c", "import os, sys; os.execvp('bash', ['bash', '-c', sys.argv[1]])", shell], workdir
-        )
+        return _run([script.name], cwd), cwd
+    # The shell runs the block; `python` is this interpreter (the project's venv).
+    bin_dir = os.path.dirname(sys.executable)
+    shell = f'export PATH="{bin_dir}:$PATH"\nset -euo pipefail\n{code}'
+    return _run(
+        ["-c", "import os, sys; os.execvp('bash', ['bash', '-c', sys.argv[1]])", shell], cwd
+    ), cwd
+
+
+@pytest.fixture(scope="module")
+def multi_rank_results(workdir) -> dict:
+    """Every multi-rank snippet, three launches (six processes) at a time: most of a launch is
+    interpreter and import start-up, which two cores overlap well."""
+    timeout, test_examples.TIMEOUT = test_examples.TIMEOUT, SNIPPET_TIMEOUT
+    try:
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            futures = {name: pool.submit(_run_multi_rank, name, workdir) for name in RANKS}
+            return {name: future.result() for name, future in futures.items()}
+    finally:
+        test_examples.TIMEOUT = timeout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", RANKS)
+def test_multi_rank_snippet(name, multi_rank_results):
+    snippet, run = collect()[name], RUN[name]
+    result, cwd = multi_rank_results[name]
     output = result.stdout + result.stderr
     assert result.returncode == run.returncode, (
         f"snippet {name} ({snippet.where}) exited {result.returncode}:\n"
         + _tail(result.stdout, result.stderr)
     )
-    _check(snippet, run, output, workdir)
+    _check(snippet, run, output, cwd)
