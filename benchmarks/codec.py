@@ -200,13 +200,16 @@ def _graph_runs(r: Run, name: str, config: dict, seeds: list[int]) -> dict:
     cut_parts = list(build_vertex_cut_parts(data, edge_parts, world, seed=0))
     graph = {"nodes": data.num_nodes, "edges": int(data.edge_index.size(1)), "runs": {}}
     r.report["graphs"][name] = graph
-    for label, (mode, options) in MODES.items():
+    for label in config.get("modes", list(MODES)):
+        mode, options = MODES[label]
         fn, parts, epochs = _full_batch, vertex_parts, config["epochs"]
         if label == "neighbor":
             fn, epochs = _neighbor, config["nb_epochs"]
         elif mode == "cd-0":
             parts = cut_parts
-        codecs = [c for c in CODECS if not (label == "neighbor" and c == "adaptive")]
+        codecs = [
+            c for c in config.get("codecs", CODECS) if not (label == "neighbor" and c == "adaptive")
+        ]
 
         def variant(codec, fn=fn, mode=mode, options=options, parts=parts, epochs=epochs):
             def measure(i: int) -> dict:
@@ -225,7 +228,7 @@ def _graph_runs(r: Run, name: str, config: dict, seeds: list[int]) -> dict:
 def summarise(graph: dict, seeds: list[int]) -> list[dict]:
     """Per mode and codec, against fp32 of the same mode and seed (lists in seed order)."""
     rows = []
-    p2p_fp32 = graph["runs"]["p2p"]["fp32"]
+    p2p_fp32 = graph["runs"].get("p2p", {}).get("fp32")
     for mode, by_codec in graph["runs"].items():
         fp32 = by_codec["fp32"]
         for codec, runs in by_codec.items():
@@ -243,7 +246,7 @@ def summarise(graph: dict, seeds: list[int]) -> list[dict]:
                 "cpu_ratio": [cpu.value, list(cpu.per_round)],
                 "choices": runs[0]["choices"],
             }
-            if mode == "cached":  # Sancus^q: against exact p2p fp32
+            if mode == "cached" and p2p_fp32 is not None:  # Sancus^q: against exact p2p fp32
                 exact = list(zip(runs, p2p_fp32, strict=True))
                 row["avoided_vs_p2p"] = float(
                     np.mean([1 - x["bytes"] / e["bytes"] for x, e in exact])
@@ -261,8 +264,34 @@ def summarise(graph: dict, seeds: list[int]) -> list[dict]:
     return rows
 
 
+def add_arguments(parser) -> None:
+    """A subset of the grid (e.g. more seeds for one graph): ``--out`` keeps it apart."""
+
+    def names(choices):
+        def parse(text: str) -> list[str]:
+            chosen = text.split(",")
+            unknown = sorted(set(chosen) - set(choices))
+            if unknown:
+                raise ValueError(f"unknown {unknown}; choose from {', '.join(choices)}")
+            return chosen
+
+        return parse
+
+    parser.add_argument("--graphs", type=names(list(GRAPHS)), help="subset of the graphs")
+    parser.add_argument("--modes", type=names(list(MODES)), help="subset of the modes (fp32 first)")
+    parser.add_argument("--codecs", type=names(CODECS), help="subset of the codecs (with fp32)")
+    parser.add_argument(
+        "--seeds", type=lambda t: [int(v) for v in t.split(",")], help="seeds instead of 0,1,2"
+    )
+
+
 def run(r: Run) -> None:
-    config = CONFIGS["quick" if r.quick else "default"]
+    config = dict(CONFIGS["quick" if r.quick else "default"])
+    for key in ("graphs", "modes", "codecs", "seeds"):
+        if getattr(r.args, key, None):
+            config[key] = getattr(r.args, key)
+    if "fp32" not in config.get("codecs", CODECS):
+        raise SystemExit("--codecs must include fp32 (every ratio is against it)")
     seeds = config["seeds"][: r.repeats] if r.args.repeats else config["seeds"]
     r.report.update(
         model=MODEL, graphs={}, specs={g: GRAPHS[g] for g in config["graphs"]},
@@ -322,7 +351,9 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
-BENCHMARK = Benchmark("codec", __doc__, run, render, repeats=3, quick_repeats=1)
+BENCHMARK = Benchmark(
+    "codec", __doc__, run, render, add_arguments=add_arguments, repeats=3, quick_repeats=1
+)
 
 if __name__ == "__main__":
     raise SystemExit(BENCHMARK.main())
