@@ -23,12 +23,11 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common.cluster import run_on_emulated_nodes
 from benchmarks.harness import (
-    REPO,
     Benchmark,
     Run,
     interleaved,
@@ -37,6 +36,7 @@ from benchmarks.harness import (
     ratio,
     ratio_cell,
 )
+from lightning_gnn_dist.testing import emulation_unavailable_reason
 
 GRAPHS = {  # name: (dataset spec or "grid:<side>", GCN widths)
     "mesh": ("grid:110", [32, 64, 8]),
@@ -170,31 +170,6 @@ def rank_main(rank: int, world: int, job: dict) -> dict:
     }
 
 
-def _emulated(job: dict, nodes: int, rate: str) -> dict:
-    from lightning_gnn_dist.testing import EmulatedCluster, run_nodes
-
-    with tempfile.TemporaryDirectory() as tmp, EmulatedCluster(nodes, rate, cpus_per_node=1) as cl:
-        out = Path(tmp) / "node0.json"
-        command = [
-            sys.executable,
-            "-m",
-            "benchmarks.auto_plan",
-            NODE_FLAG,
-            json.dumps(job),
-            str(out),
-        ]
-        envs = []
-        for i in range(cl.nodes):
-            env = cl.node_environment(i)
-            env.update(MASTER_ADDR=cl.master_address, MASTER_PORT="29517")
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-            envs.append(env)
-        codes = run_nodes(cl, [cl.exec_prefix(i) + command for i in range(nodes)], envs)
-        if any(codes):
-            raise RuntimeError(f"a node failed ({nodes} nodes, {rate}): exit codes {codes}")
-        return json.loads(out.read_text())
-
-
 def node_main(job: dict, out: Path) -> None:
     import torch.distributed as dist
 
@@ -205,14 +180,6 @@ def node_main(job: dict, out: Path) -> None:
     if rank == 0:
         out.write_text(json.dumps(result))
     dist.destroy_process_group()
-
-
-def _unavailable() -> str | None:
-    try:
-        from lightning_gnn_dist.testing import emulation_unavailable_reason
-    except ImportError:
-        return "the emulated cluster (lightning_gnn_dist.testing) is not installed"
-    return emulation_unavailable_reason()
 
 
 def summarise(result: dict) -> dict:
@@ -258,7 +225,7 @@ def run(r: Run) -> None:
     from lightning_gnn_dist.costmodel.plan import partition_candidates
 
     config = {**CONFIGS["quick" if r.quick else "default"], "rounds": r.repeats}
-    skipped = _unavailable()
+    skipped = emulation_unavailable_reason()
     r.report.update(config=config, graphs=GRAPHS, emulation_skipped=skipped, combos=[])
     cores = len(os.sched_getaffinity(0))
     costs_by_dims: dict[str, dict] = {}
@@ -290,7 +257,8 @@ def run(r: Run) -> None:
 
             result = run_ranks(rank_main, ranks, job)[0]
         else:
-            result = _emulated(job, ranks, link)
+            args = [NODE_FLAG, json.dumps(job)]
+            result = run_on_emulated_nodes(ranks, link, "benchmarks.auto_plan", args, 29517)
         summary = summarise(result)
         summary.update(
             label=label,

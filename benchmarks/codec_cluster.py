@@ -23,12 +23,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common.cluster import run_on_emulated_nodes
 from benchmarks.harness import (
-    REPO,
     Benchmark,
     Run,
     interleaved,
@@ -37,6 +36,7 @@ from benchmarks.harness import (
     ratio,
     ratio_cell,
 )
+from lightning_gnn_dist.testing import emulation_unavailable_reason
 
 DATASET = "rmat?scale=14&edge_factor=8&features=64&classes=8&seed=0"
 CODECS = ["fp32", "bf16", "int8", "int4"]
@@ -105,47 +105,18 @@ def node_main(config: dict, out: Path) -> None:
     dist.destroy_process_group()
 
 
-def _run_rate(rate: str, config: dict) -> dict:
-    from lightning_gnn_dist.testing import EmulatedCluster, run_nodes
-
-    with tempfile.TemporaryDirectory() as tmp, EmulatedCluster(2, rate, cpus_per_node=1) as cluster:
-        out = Path(tmp) / "node0.json"
-        command = [
-            sys.executable,
-            "-m",
-            "benchmarks.codec_cluster",
-            NODE_FLAG,
-            json.dumps(config),
-            str(out),
-        ]
-        envs = []
-        for i in range(cluster.nodes):
-            env = cluster.node_environment(i)
-            env.update(MASTER_ADDR=cluster.master_address, MASTER_PORT="29511")
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-            envs.append(env)
-        codes = run_nodes(cluster, [cluster.exec_prefix(i) + command for i in range(2)], envs)
-        if any(codes):
-            raise RuntimeError(f"a node failed at {rate}: exit codes {codes}")
-        return json.loads(out.read_text())
-
-
-def _unavailable() -> str | None:
-    try:
-        from lightning_gnn_dist.testing import emulation_unavailable_reason
-    except ImportError:
-        return "the emulated cluster (lightning_gnn_dist.testing, issue 20) is not installed"
-    return emulation_unavailable_reason()
-
-
 def run(r: Run) -> None:
     config = {**CONFIGS["quick" if r.quick else "default"], "rounds": r.repeats}
-    r.report.update(config=config, dataset=DATASET, rates={}, skipped=_unavailable())
+    r.report.update(
+        config=config, dataset=DATASET, rates={}, skipped=emulation_unavailable_reason()
+    )
     if r.report["skipped"]:
         log(f"skipped: {r.report['skipped']}")
         return
     for rate in config["rates"]:
-        result = _run_rate(rate, config)
+        result = run_on_emulated_nodes(
+            2, rate, "benchmarks.codec_cluster", [NODE_FLAG, json.dumps(config)], 29511
+        )
         samples, fp32 = result["samples"], result["samples"]["fp32"]
         rows = []
         for codec in CODECS:

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common.cluster import run_on_emulated_nodes
 from benchmarks.harness import (
-    REPO,
     Benchmark,
     Run,
     interleaved,
@@ -46,6 +46,7 @@ from benchmarks.harness import (
     ratio,
     ratio_cell,
 )
+from lightning_gnn_dist.testing import emulation_unavailable_reason
 
 DATASET = "rmat?scale=14&edge_factor=8&features=64&classes=8&seed=0"
 NODES, RANKS_PER_NODE = 2, 2
@@ -188,36 +189,6 @@ def node_main(config: dict, assignments_file: str, out: str) -> None:
     raise SystemExit(max(abs(p.exitcode or 0) for p in procs))
 
 
-def _run_rate(rate: str, config: dict, assignments_file: str) -> dict:
-    from lightning_gnn_dist.testing import EmulatedCluster, run_nodes
-
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        EmulatedCluster(NODES, rate, cpus_per_node=1) as cluster,
-    ):
-        out = Path(tmp) / "rank0.json"
-        command = [sys.executable, "-m", "benchmarks.placement", NODE_FLAG, json.dumps(config)]
-        command += [assignments_file, str(out)]
-        envs = []
-        for i in range(cluster.nodes):
-            env = cluster.node_environment(i)
-            env.update(MASTER_ADDR=cluster.master_address, MASTER_PORT="29512")
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-            envs.append(env)
-        codes = run_nodes(cluster, [cluster.exec_prefix(i) + command for i in range(NODES)], envs)
-        if any(codes):
-            raise RuntimeError(f"a node failed at {rate}: exit codes {codes}")
-        return json.loads(out.read_text())
-
-
-def _unavailable() -> str | None:
-    try:
-        from lightning_gnn_dist.testing import emulation_unavailable_reason
-    except ImportError:
-        return "the emulated cluster (lightning_gnn_dist.testing, issue 20) is not installed"
-    return emulation_unavailable_reason()
-
-
 def _levels(peer: np.ndarray) -> tuple[float, float]:
     """(inter-node, intra-node) totals of a ``[P, P]`` matrix on the 2 × 2 topology."""
     node = np.arange(NODES * RANKS_PER_NODE) // RANKS_PER_NODE
@@ -236,7 +207,9 @@ def _predicted_bytes(rows: np.ndarray, records: list) -> np.ndarray:
 
 def run(r: Run) -> None:
     config = {**CONFIGS["quick" if r.quick else "default"], "rounds": r.repeats}
-    r.report.update(config=config, dataset=DATASET, rates={}, skipped=_unavailable())
+    r.report.update(
+        config=config, dataset=DATASET, rates={}, skipped=emulation_unavailable_reason()
+    )
     assignments, predicted = _partitions()
     counted = {}
     for name, values in predicted.items():
@@ -255,7 +228,8 @@ def run(r: Run) -> None:
         assignments_file = str(Path(tmp) / "assignments.npz")
         np.savez(assignments_file, **assignments)
         for rate in config["rates"]:
-            result = _run_rate(rate, config, assignments_file)
+            args = [NODE_FLAG, json.dumps(config), assignments_file]
+            result = run_on_emulated_nodes(NODES, rate, "benchmarks.placement", args, 29512)
             base = result["samples"]["naive"]
             rows = []
             for variant in VARIANTS:
