@@ -13,14 +13,14 @@ loader, so nothing moves inside the model. The context still matters for two thi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
 from lightning_gnn_dist.comm.counters import CommCounter
-from lightning_gnn_dist.data.csr import CSRAdjacency
+from lightning_gnn_dist.data.csr import CSRAdjacency, tensor_cache
 from lightning_gnn_dist.data.graph import gcn_norm_weights
 from lightning_gnn_dist.nn.context import GraphContext
 from lightning_gnn_dist.nn.spmm import SparseMatrix
@@ -123,8 +123,6 @@ class SampledBatchContext(GraphContext):
     """:class:`GraphContext` of a neighbour batch (``partition`` is a :class:`SampledBatch`,
     ``exchange`` a :class:`NoHalo`)."""
 
-    _cache: dict = field(default_factory=dict, repr=False)
-
     @classmethod
     def from_batch(cls, batch, group=None) -> SampledBatchContext:
         """The context of a neighbour loader's batch (a PyG ``Data``)."""
@@ -148,14 +146,14 @@ class SampledBatchContext(GraphContext):
         layer's ``edge_index`` (a model may trim the batch per layer)."""
         if edge_index is None or edge_index is self.partition.edge_index:
             edge_index, num_rows = self.partition.edge_index, self.partition.num_nodes
-        key = ("gcn", add_self_loops, improved, normalize, id(edge_index), num_rows)
-        if key not in self._cache:
+        cache = tensor_cache(edge_index)  # lives as long as the layer's edges
+        key = ("gcn", add_self_loops, improved, normalize, num_rows)
+        if key not in cache:
             edges, weight = self.partition.gcn_edge_weight(
                 add_self_loops, improved, normalize, edge_index, num_rows
             )
-            empty = edges[:, :0]
-            self._cache[key] = (edges, empty, (weight, weight[:0]), edge_index)
-        return self._cache[key][:3]
+            cache[key] = (edges, edges[:, :0], (weight, weight[:0]))
+        return cache[key]
 
     def gcn_matrices(
         self,
@@ -169,15 +167,16 @@ class SampledBatchContext(GraphContext):
         empty halo matrix (no halo row exists)."""
         if edge_index is None or edge_index is self.partition.edge_index:
             edge_index, num_rows = self.partition.edge_index, self.partition.num_nodes
-        key = ("gcn-csr", add_self_loops, improved, normalize, id(edge_index), num_rows)
-        if key not in self._cache:
+        cache = tensor_cache(edge_index)
+        key = ("gcn-csr", add_self_loops, improved, normalize, num_rows)
+        if key not in cache:
             edges, _, (weight, _) = self.gcn_graph(
                 add_self_loops, improved, normalize, edge_index, num_rows
             )
             adj = CSRAdjacency.from_edge_index(edges, num_rows, num_rows)
             none = CSRAdjacency.from_edge_index(edges[:, :0], num_rows, 0)
-            self._cache[key] = (
+            cache[key] = (
                 SparseMatrix(adj, adj.entry_values(weight)),
                 SparseMatrix(none, none.entry_values(weight[:0])),
             )
-        return self._cache[key]
+        return cache[key]
