@@ -70,9 +70,21 @@ def reference_convs(kind: str, in_channels: int, hidden: int, out_channels: int,
     return model
 
 
-def fit_quietly(trainer_cls, module, datamodule, *, strategy, devices: int, epochs: int, callbacks):
-    """``trainer_cls(...).fit`` on CPU with everything but training off (no logger, checkpoints,
-    progress bar, summary or validation); returns the Trainer."""
+def fit_quietly(
+    trainer_cls,
+    module,
+    datamodule,
+    *,
+    strategy,
+    devices: int,
+    epochs: int,
+    callbacks,
+    checkpointing: bool = False,
+    ckpt_path=None,
+):
+    """``trainer_cls(...).fit`` on CPU with everything but training off (no logger, progress
+    bar, summary or validation; checkpoints only with ``checkpointing``, by a checkpoint
+    callback among ``callbacks``), resumed from ``ckpt_path`` if given; returns the Trainer."""
     trainer = trainer_cls(
         strategy=strategy,
         accelerator="cpu",
@@ -80,11 +92,11 @@ def fit_quietly(trainer_cls, module, datamodule, *, strategy, devices: int, epoc
         max_epochs=epochs,
         callbacks=callbacks,
         logger=False,
-        enable_checkpointing=False,
+        enable_checkpointing=checkpointing,
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
         limit_val_batches=0,
     )
-    trainer.fit(module, datamodule=datamodule)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     return trainer

@@ -13,6 +13,7 @@ from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassi
 from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
 from lightning_gnn_dist.partition.metrics import projected_epoch_bytes
 from lightning_gnn_dist.partition.store import PartitionStore
+from tests.helpers import fit_quietly
 from tests.lightning.test_exactness import (
     DATASET,
     EPOCHS,
@@ -56,20 +57,17 @@ def _fit(tmp_path, root, options, epochs=EPOCHS, ckpt_path=None, checkpoint_dir=
     callbacks = [monitor, CacheRecorder(out, monitor)]
     if checkpoint_dir is not None:
         callbacks.append(ModelCheckpoint(dirpath=checkpoint_dir, save_last=True))
-    trainer = pl.Trainer(
+    fit_quietly(
+        pl.Trainer,
+        module,
+        datamodule,
         strategy=GNNStrategy(exchange="cached", start_method="fork", **options),
-        accelerator="cpu",
         devices=WORLD_SIZE,
-        max_epochs=epochs,
+        epochs=epochs,
         callbacks=callbacks,
-        logger=False,
-        enable_checkpointing=checkpoint_dir is not None,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
+        checkpointing=checkpoint_dir is not None,
+        ckpt_path=ckpt_path,
     )
-    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     return json.loads(out.read_text()), initial, datamodule
 
 

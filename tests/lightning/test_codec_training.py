@@ -13,6 +13,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
 from lightning_gnn_dist.comm.codec import CONTROL_LAYER, CodecPolicy
 from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
+from tests.helpers import fit_quietly
 from tests.lightning.test_exactness import DATASET, HIDDEN, LR, Recorder, reference_run
 
 WORLD_SIZE = 2
@@ -32,20 +33,17 @@ def _fit(tmp_path, codec, epochs, ckpt_path=None, checkpoint_dir=None, name="run
     callbacks = [monitor, Recorder(out, monitor)]
     if checkpoint_dir is not None:
         callbacks.append(ModelCheckpoint(dirpath=checkpoint_dir, save_last=True))
-    trainer = pl.Trainer(
+    fit_quietly(
+        pl.Trainer,
+        module,
+        datamodule,
         strategy=GNNStrategy(start_method="fork", codec=codec, codec_tolerance=0.05),
-        accelerator="cpu",
         devices=WORLD_SIZE,
-        max_epochs=epochs,
+        epochs=epochs,
         callbacks=callbacks,
-        logger=False,
-        enable_checkpointing=checkpoint_dir is not None,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
+        checkpointing=checkpoint_dir is not None,
+        ckpt_path=ckpt_path,
     )
-    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     return json.loads(out.read_text()), initial
 
 
