@@ -85,9 +85,13 @@ class NetworkProbe:
 
     @property
     def network(self) -> Network | None:
-        """The network between nodes (or, on one node, between its ranks)."""
-        level = self.levels.get("inter_node") or self.levels.get("intra_node")
-        return level.network if level is not None else None
+        """The calibrated network between nodes (or, on one node, between its ranks), with the
+        all-to-all's bandwidth as its duplex bandwidth where it applies
+        (:meth:`Network.from_probe`)."""
+        for level in ("inter_node", "intra_node"):
+            if self.levels.get(level) is not None:
+                return Network.from_probe(self.to_dict(), level)
+        return None
 
     def to_dict(self) -> dict:
         return {
