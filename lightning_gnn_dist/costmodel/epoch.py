@@ -245,7 +245,7 @@ def predict_epoch(
                 continue
             received = peer.sum(axis=0).astype(float)
             messages = np.maximum((peer > 0).sum(axis=1), (peer > 0).sum(axis=0))
-            comm += network.seconds(np.maximum(sent, received) * element, messages, duplex=True)
+            comm += network.exchange_seconds(sent * element, received * element, messages)
     comm += _allreduce_seconds(layers, network, P, dtype_bytes)
     return EpochEstimate(np.asarray(compute, dtype=float), comm, bytes_sent, inter_bytes)
 
@@ -332,13 +332,15 @@ def _two_level_seconds(
     def messages(rows: np.ndarray) -> np.ndarray:
         return np.maximum((rows > 0).sum(axis=1), (rows > 0).sum(axis=0))
 
-    intra_s = levels.intra_node.seconds(
-        np.maximum(intra.sum(axis=1), intra.sum(axis=0)) * float(element), messages(intra), True
+    element = float(element)
+    intra_s = levels.intra_node.exchange_seconds(
+        intra.sum(axis=1) * element, intra.sum(axis=0) * element, messages(intra)
     )
     out = np.bincount(node, weights=inter.sum(axis=1), minlength=topology.num_nodes)
     into = np.bincount(node, weights=inter.sum(axis=0), minlength=topology.num_nodes)
-    link = np.maximum(out, into)[node] * float(element)
-    inter_s = levels.inter_node.seconds(link, messages(inter), duplex=True)
+    inter_s = levels.inter_node.exchange_seconds(
+        out[node] * element, into[node] * element, messages(inter)
+    )
     return intra_s + inter_s if sequential else np.maximum(intra_s, inter_s)
 
 
@@ -442,7 +444,7 @@ def _predict_rdm(metrics, dims, costs, network, cores, dtype_bytes, order, repli
             for sent in transfers:
                 out, into = sent.sum(axis=1) * dtype_bytes, sent.sum(axis=0) * dtype_bytes
                 peers = np.maximum((sent > 0).sum(axis=1), (sent > 0).sum(axis=0))
-                comm += network.seconds(np.maximum(out, into), peers, duplex=True)
+                comm += network.exchange_seconds(out, into, peers)
                 bytes_sent += out
     compute = np.asarray(compute, dtype=float) + costs.step_seconds
     if cores is not None and P > cores:

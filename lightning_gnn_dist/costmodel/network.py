@@ -53,6 +53,27 @@ class Network:
         bandwidth = self.duplex_bandwidth if duplex else self.bandwidth_bytes_per_s
         return np.asarray(num_bytes) / bandwidth + np.asarray(messages) * float(self.latency_s)
 
+    def exchange_seconds(
+        self,
+        sent_bytes: np.ndarray | float,
+        received_bytes: np.ndarray | float,
+        messages: np.ndarray | float,
+    ) -> np.ndarray:
+        """Time of a rank's part of an exchange where it sends ``sent_bytes`` while receiving
+        ``received_bytes``: both directions at :attr:`duplex_bandwidth` until the smaller one is
+        done, the rest of the larger one alone at ``bandwidth_bytes_per_s``."""
+        sent, received = (
+            np.asarray(sent_bytes, dtype=float),
+            np.asarray(received_bytes, dtype=float),
+        )
+        both = np.minimum(sent, received)
+        alone = np.maximum(sent, received) - both
+        return (
+            both / self.duplex_bandwidth
+            + alone / self.bandwidth_bytes_per_s
+            + np.asarray(messages) * float(self.latency_s)
+        )
+
     def to_dict(self) -> dict[str, float]:
         out = asdict(self)
         if self.duplex_bandwidth_bytes_per_s is None:

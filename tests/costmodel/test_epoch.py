@@ -111,9 +111,11 @@ DUPLEX = Network(bandwidth_bytes_per_s=4.0, latency_s=0.5, duplex_bandwidth_byte
 
 def test_exchanges_and_the_all_reduce_run_at_the_duplex_bandwidth():
     """Every rank sends and receives at once: the hand computation of the p2p test with the
-    halo and the all-reduce at half the rate, the latency unchanged."""
+    rows that travel both ways at once at half the rate, the latency unchanged. Per direction
+    each rank sends 2 rows and receives 1 (or the reverse): 1 row of 2 floats both ways at
+    2 s a float, the other row alone at 1 s a float. The all-reduce (a ring) at half the rate."""
     estimate = predict_epoch(METRICS, [4, 2], COSTS, DUPLEX, "p2p")
-    halo = 2 * (2 * 2 * 2 + 1 * 0.5)
+    halo = 2 * (1 * 2 * 2 + 1 * 2 * 1 + 1 * 0.5)
     allreduce = 2 * 10 + 2 * 0.5
     np.testing.assert_array_equal(estimate.comm_seconds, [halo + allreduce] * 2)
     one_way = predict_epoch(

@@ -106,9 +106,14 @@ def test_calibration_from_synthetic_probe_numbers():
     assert network.bandwidth_bytes_per_s == pytest.approx(6e6, rel=1e-9)
     assert network.latency_s == pytest.approx(60e-6, rel=1e-6)
     assert network.duplex_bandwidth == pytest.approx(3e6, rel=1e-9)
-    # an exchange of 1 MB each way with one message takes the duplex time
+    # an exchange of 1 MB each way with one message takes the duplex time; 3 MB out and 1 MB
+    # in: 1 MB both ways at once, the other 2 MB alone
     assert network.seconds(1e6, 1, duplex=True) == pytest.approx(1e6 / 3e6 + 60e-6)
     assert network.seconds(1e6, 1) == pytest.approx(1e6 / 6e6 + 60e-6)
+    assert network.exchange_seconds(1e6, 1e6, 1) == pytest.approx(1e6 / 3e6 + 60e-6)
+    assert network.exchange_seconds([3e6, 1e6], [1e6, 3e6], 2) == pytest.approx(
+        [1e6 / 3e6 + 2e6 / 6e6 + 120e-6] * 2
+    )
     # two ranks per node: the all-to-all mixes both levels, so no duplex bandwidth from it
     levels["intra_node"] = _level((0, 1), Network(1e9, 10e-6))
     shared = NetworkProbe(4, [0, 0, 1, 1], {**levels, "inter_node": _level((0, 2), one_way)})
