@@ -6,8 +6,9 @@ Per rank ``p`` and epoch (forward + backward, every layer ``k`` with widths ``d_
                    + rows_p · d_in · d_out · dense_seconds      (the layer's X·W)
                    + rows_p · d_out · elementwise_seconds       (bias, activation, dropout, loss)
               + step_seconds                                    (fixed work of a training step)
-    comm_p    = Σ_k Σ_direction  max(sent_p, received_p) · row_bytes(codec, width) / duplex_bandwidth
+    comm_p    = Σ_k Σ_direction  exchange(sent_p · row_bytes(codec, width), received_p · row_bytes)
                                  + max(messages sent_p, received_p) · latency
+    exchange(s, r) = min(s, r) / duplex_bandwidth + (max(s, r) − min(s, r)) / bandwidth
               + gradient all-reduce (ring): 2 (P − 1)/P · parameter bytes / duplex_bandwidth
                                             + 2 (P − 1) · latency
     epoch     = max_p (compute_p · oversubscription + comm_p)
@@ -16,8 +17,9 @@ An alpha–beta network (:class:`~lightning_gnn_dist.costmodel.network.Network`)
 message and two bandwidths that ``python -m lightning_gnn_dist probe`` calibrates
 (:meth:`Network.from_probe`): ``bandwidth`` of one direction of a link (ping-pong) and
 ``duplex_bandwidth``, per direction while every link carries data both ways (the probe's
-all-to-all) — what an exchange, an all-to-all and a ring see, since every rank sends and
-receives at once.
+all-to-all) — what an exchange, an all-to-all and a ring see while every rank sends and
+receives at once; what one direction has left to move after the other is done goes at the
+one-way ``bandwidth`` (:meth:`Network.exchange_seconds`).
 
 ``nnz_p``/``rows_p`` are the partition's ``part_nnz``/``part_sizes``; the rows each rank sends
 come from the exchange mode's own prediction (``predicted_rows_sent``/``predicted_peer_rows``,
@@ -44,9 +46,9 @@ With a ``topology`` (nodes × ranks per node) the halo rows of ``p2p``, ``cached
 ``hierarchical`` are split by where they travel (:func:`~lightning_gnn_dist.partition.placement.node_traffic`)
 and priced on a :class:`~lightning_gnn_dist.costmodel.network.TwoLevelNetwork`::
 
-    intra_p = max(intra sent_p, intra received_p) · row_bytes / intra.bandwidth
+    intra_p = intra.exchange(intra sent_p · row_bytes, intra received_p · row_bytes)
               + max(intra messages sent_p, received_p) · intra.latency
-    inter_p = max(Σ_{r on p's node} inter sent_r, Σ inter received_r) · row_bytes / inter.bandwidth
+    inter_p = inter.exchange(Σ_{r on p's node} inter sent_r · row_bytes, Σ inter received_r · row_bytes)
               + max(inter messages sent_p, received_p) · inter.latency     (the node's NIC is shared)
     comm_p += max(intra_p, inter_p)   (p2p, cached: both links at once)
               intra_p + inter_p       (hierarchical: the intra-node hop follows the inter-node one)
@@ -66,7 +68,7 @@ every rank at once, as the ranks run, already include that sharing: predict with
 ``nnz_panel · f_j · aggregate_seconds / 2`` (one of the two products ``aggregate_seconds``
 covers) on its column block ``f_j`` of its row panel's non-zeros, the GEMMs and element-wise work
 are those above, and every redistribution or panel exchange costs
-``max(sent_p, received_p) · dtype_bytes / duplex_bandwidth + peers · latency`` (one
+``exchange(sent_p · dtype_bytes, received_p · dtype_bytes) + peers · latency`` (one
 ``all_to_all_single`` at a time). The order is ``rdm_order`` or the cheapest Pareto order under
 this same network and SpMM cost (:func:`~lightning_gnn_dist.comm.rdm_plan.order_costs`).
 """
