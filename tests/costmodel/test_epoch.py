@@ -95,15 +95,6 @@ def test_broadcast_waits_for_every_root_and_cached_predicts_its_base():
     np.testing.assert_array_equal(cached.comm_seconds, p2p.comm_seconds)
 
 
-# Four parts of one row each (for the broadcast by hand).
-FOUR = PartitionMetrics(
-    num_parts=4,
-    num_nodes=4,
-    peer_rows=np.array([[0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [1, 0, 0, 0]]),
-    part_sizes=np.array([1, 1, 1, 1]),
-    part_nnz=np.array([2, 2, 2, 2]),
-    edge_cut=4,
-)
 # One float32 per second one way, half that while every link is busy both ways (the probe's
 # all-to-all on the emulated cluster's tbf links).
 DUPLEX = Network(bandwidth_bytes_per_s=4.0, latency_s=0.5, duplex_bandwidth_bytes_per_s=2.0)
@@ -125,26 +116,26 @@ def test_exchanges_and_the_all_reduce_run_at_the_duplex_bandwidth():
 
 
 def test_broadcast_is_priced_as_gloo_runs_it_a_binomial_tree_and_a_ring_reduce():
-    """P = 4, one layer 4 → 2: every root's block is 1 row of 2 floats, 4 blocks = 8 floats.
-    Forward: the root's link carries ⌈log2 4⌉ = 2 blocks (a flat tree: P − 1 = 3, which
-    over-predicted the 4-node broadcast 1.5× on the emulated cluster). Backward: the ring
-    reduce-scatter moves 3/4 of each block both ways at the duplex rate, the gather 3/4 more
-    into the root one way."""
-    estimate = predict_epoch(FOUR, [4, 2], COSTS, DUPLEX, "broadcast")
-    forward = 2 * 8 + 4 * 2 * 0.5
-    backward = (6 * 2 + 4 * 3 * 0.5) + (6 + 4 * 3 * 0.5)  # 2 s per float at the duplex rate
+    """P = 4 (``PLACED``: 2 rows a part), one layer 4 → 2: every root's block is 2 rows of
+    2 floats, 4 blocks = 16 floats. Forward: the root's link carries ⌈log2 4⌉ = 2 blocks (a
+    flat tree: P − 1 = 3, which over-predicted the 4-node broadcast 1.5× on the emulated
+    cluster). Backward: the ring reduce-scatter moves 3/4 of each block both ways at the duplex
+    rate, the gather 3/4 more into the root one way."""
+    estimate = predict_epoch(PLACED, [4, 2], COSTS, DUPLEX, "broadcast")
+    forward = 2 * 16 + 4 * 2 * 0.5
+    backward = (12 * 2 + 4 * 3 * 0.5) + (12 + 4 * 3 * 0.5)  # 2 s per float at the duplex rate
     allreduce = 2 * 3 / 4 * 10 * 2 + 2 * 3 * 0.5
     np.testing.assert_array_equal(estimate.comm_seconds, [forward + backward + allreduce] * 4)
-    flat = 2 * (3 * 8 + 4 * 3 * 0.5)  # the old formula, both directions
+    flat = 2 * (3 * 16 + 4 * 3 * 0.5)  # the old formula, both directions
     assert estimate.comm_seconds[0] < flat + allreduce
     # a lossy codec's backward: every peer's encoded block into the root (int8: 2 + 4 B a row)
-    int8 = predict_epoch(FOUR, [4, 2], COSTS, DUPLEX, "broadcast", codec={"backward": "int8"})
+    int8 = predict_epoch(PLACED, [4, 2], COSTS, DUPLEX, "broadcast", codec={"backward": "int8"})
     np.testing.assert_array_equal(
-        int8.comm_seconds, [forward + (3 * 4 * 6 / 4 + 4 * 3 * 0.5) + allreduce] * 4
+        int8.comm_seconds, [forward + (3 * 8 * 6 / 4 + 4 * 3 * 0.5) + allreduce] * 4
     )
     # one rank per node: the two-level formula is the one-level one
     placed = predict_epoch(
-        FOUR, [4, 2], COSTS, TwoLevelNetwork(NET, DUPLEX), "broadcast", topology=Topology(4, 1)
+        PLACED, [4, 2], COSTS, TwoLevelNetwork(NET, DUPLEX), "broadcast", topology=Topology(4, 1)
     )
     np.testing.assert_array_equal(placed.comm_seconds, estimate.comm_seconds)
 
