@@ -329,7 +329,8 @@ def _cost_model(cells: dict, shaped: list[str], bws: list[str]) -> str:
     return (
         "**Cost model** (`costmodel.predict_epoch`: the partition's metrics, the compute costs "
         "calibrated on every node's core at once just before each fit (`costmodel.calibrate`, "
-        "plus the fixed seconds of a step from a short fit on a tiny graph; so they include what "
+        "plus the fixed seconds of a step from a short fit on a tiny graph over the bare link; "
+        "so they include what "
         "the shared machine's load and two nodes on one core did to the compute that minute: no "
         "further P / cores scaling), the probed network of each link (`Network.from_probe`: "
         "latency per message, the one-way bandwidth, and the all-to-all's duplex bandwidth for "
