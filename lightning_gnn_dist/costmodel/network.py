@@ -7,8 +7,8 @@ is idle (the probe's ping-pong); ``duplex_bandwidth_bytes_per_s`` is what a rank
 direction while every link carries data both ways at once, as in a halo exchange, an
 all-to-all or a ring (the probe's all-to-all). They differ on real links: on the emulated
 cluster's ``tbf`` links the acknowledgements of one direction queue behind the data of the
-other, and a rank gets 0.5–0.75 of the one-way rate in each direction (measured:
-``benchmarks/results/emulated_cluster_costmodel.md``).
+other, and the probes measured about half the one-way rate in each direction (0.5–0.65 of it
+in most of them: ``benchmarks/results/emulated_cluster_costmodel.md``).
 """
 
 from __future__ import annotations
