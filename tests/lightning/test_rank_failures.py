@@ -219,7 +219,7 @@ def test_sigterm_ends_every_rank_at_once_with_one_line(tmp_path):
     for mode, (path, proc) in runs.items():
         # not the 300 s timeout (nor 1800 s: it waited for it)
         _ended(path, proc, 10 + LOADED)
-        assert proc.returncode == 143, mode
+        assert proc.returncode == 143, (mode, (path / "out.log").read_text()[-3000:])
         (line,) = _lines(path)  # rank 0's, or a child's that rank 0 saw first
         assert re.fullmatch(r"rank [01] failed: terminated by SIGTERM", line), (mode, line)
         assert list((path / "tmp").iterdir()) == [], mode
