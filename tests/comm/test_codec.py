@@ -452,10 +452,12 @@ def _adaptive_fit(rank, world_size):
     data, assignment, parts = _vertex_parts(world_size)
     part = parts[rank]
     metrics = partition_metrics(data, assignment, world_size)
-    policy = CodecPolicy("adaptive", seed=3, tolerance=1e-4)
+    policy = CodecPolicy("adaptive", seed=3, tolerance=2e-3)
     exchange = make_exchange("p2p", part, codec=policy)
-    smooth = part.x.abs() + 100  # relative int4 variance ~3e-7; with an outlier ~4e-4
-    spiky = part.x.clone()
+    # relative int4 variance (quantisation_variance of all rows, per rank): about 1e-3 for
+    # one-signed rows of similar values, 4e-3 for spread rows with an outlier
+    smooth = part.x.abs() + 100
+    spiky = part.x * 30
     spiky[:, 0] = 1000.0
     out = []
     for epoch in range(3):
