@@ -23,7 +23,7 @@ runs one collective per root in turn, so every rank waits for all of them:
 modelled. Local work is not overlapped with messages in the model (an upper bound for ``p2p``).
 
 ``row_bytes(codec, width)`` is ``width · dtype_bytes`` without a codec, else the codec's bytes
-per row (:mod:`lightning_gnn_dist.comm.codec`: payload plus zero point and scale).
+per row (:mod:`lightning_gnn_dist.comm.codec`: payload plus the integer codecs' row header).
 
 With a ``topology`` (nodes × ranks per node) the halo rows of ``p2p``, ``cached`` and
 ``hierarchical`` are split by where they travel (:func:`~lightning_gnn_dist.partition.placement.node_traffic`)

@@ -64,9 +64,9 @@ def test_p2p_epoch_matches_hand_computation():
     assert estimate.epoch_seconds == estimate.rank_seconds.max()
 
 
-@pytest.mark.parametrize(("codec", "row_bytes"), [("int8", 6), ("int4", 5), ("bf16", 4)])
+@pytest.mark.parametrize(("codec", "row_bytes"), [("int8", 4), ("int4", 3), ("bf16", 4)])
 def test_a_codec_scales_the_halo_bytes_and_seconds(codec, row_bytes):
-    """Width 2: int8 2 + 4 bytes per row, int4 1 + 4, bf16 2·2 (fp32: 8)."""
+    """Width 2: int8 2 + 2 bytes per row (codes + header), int4 1 + 2, bf16 2·2 (fp32: 8)."""
     fp32 = predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p")
     coded = predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p", codec=codec)
     np.testing.assert_array_equal(coded.bytes_sent, fp32.bytes_sent * row_bytes / 8)
