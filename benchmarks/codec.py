@@ -178,11 +178,12 @@ def _neighbor(rank, world, mode, options, parts, classes, codec, seed, epochs) -
         seconds.append(time.process_time() - start)
         if epoch >= epochs - LAST:
             accuracies.append(_test_accuracy(model, part, exact))
-    (record,) = [t for lay, d, t in store.counter.items() if (lay, d) == ("features", "response")]
-    rows = record.rows_sent // 2  # each fetched vertex: one x row, one (id, label) row
+    records = {(lay, d): t for lay, d, t in store.counter.items()}
+    features = records[("features", "response")]  # the x rows, encoded
+    ids = records.get(("features.ids", "response"))  # ids, labels and degrees beside them
     return {
-        "bytes": _sum([record.bytes_sent - 16 * rows])[0],
-        "id_label_bytes": _sum([16 * rows])[0],
+        "bytes": _sum([features.bytes_sent])[0],
+        "id_label_bytes": _sum([0 if ids is None else ids.bytes_sent])[0],
         "control_bytes": 0.0,
         "test_acc": accuracies[-1],
         "test_acc_last": float(np.mean(accuracies)),
