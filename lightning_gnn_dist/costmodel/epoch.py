@@ -40,7 +40,7 @@ modes (``cd-*``, ``0c``) run on other metrics and are not modelled. Local work i
 overlapped with messages in the model (an upper bound for ``p2p``).
 
 ``row_bytes(codec, width)`` is ``width · dtype_bytes`` without a codec, else the codec's bytes
-per row (:mod:`lightning_gnn_dist.comm.codec`: payload plus zero point and scale).
+per row (:mod:`lightning_gnn_dist.comm.codec`: payload plus the integer codecs' row header).
 
 With a ``topology`` (nodes × ranks per node) the halo rows of ``p2p``, ``cached`` and
 ``hierarchical`` are split by where they travel (:func:`~lightning_gnn_dist.partition.placement.node_traffic`)
