@@ -289,7 +289,7 @@ def resolve_network(network: Network | str | Mapping[str, Any]) -> Network:
     if isinstance(network, Network):
         return network
     if isinstance(network, Mapping):
-        return Network(float(network["bandwidth_bytes_per_s"]), float(network["latency_s"]))
+        return Network.from_dict(network)  # keeps a probe's duplex bandwidth
     if network in NETWORKS:
         return NETWORKS[network]
     if Path(network).is_file():

@@ -135,4 +135,6 @@ def test_plan_options_are_checked(tmp_path):
     probe = tmp_path / "probe.json"
     probe.write_text(json.dumps({"levels": {"inter_node": SLOW.to_dict()}}))
     assert resolve_network(str(probe)) == SLOW
+    duplex = Network(SLOW.bandwidth_bytes_per_s, SLOW.latency_s, SLOW.bandwidth_bytes_per_s / 2)
+    assert resolve_network(duplex.to_dict()) == duplex  # a dictionary keeps the duplex rate
     assert Candidate("metis", "rdm", rdm_order="dsds").strategy_options()["rdm_order"] == "dsds"
