@@ -15,8 +15,9 @@ lint: venv
 	$(PY) -m ruff check lightning_gnn_dist tests examples benchmarks
 	$(PY) -m ruff format --check lightning_gnn_dist tests examples benchmarks
 
+# Two pytest-xdist workers, a file at a time (most tests wait on the ranks they start).
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 # The documentation site (Sphinx; docs/conf.py) with warnings as errors, from a fresh environment (-E:
 # an incremental build can keep a stale toctree after API pages change). tests/test_docs.py runs the

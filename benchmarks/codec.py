@@ -8,14 +8,15 @@ For each graph (``digits``: the scikit-learn digits kNN graph; ``sbm``: a stocha
 ``cached`` with the variation-gap bound, ``cd-0`` on a Libra vertex cut, and ``neighbor``:
 owner-compute mini-batches whose remote feature rows are fetched with the codec) and each codec
 (``fp32``, ``fp16``, ``bf16``, ``int8``, ``int4``, ``adaptive``; the fetch takes no
-``adaptive``), it trains a 2-layer GraphSAGE (hidden 64, so every exchanged row is 64 wide: int8
-moves (64 + 4)/256 = 0.266x the fp32 bytes; no dropout, so that rows change slowly enough for the
-variation-gap cache to skip rounds) for a fixed number of epochs on 2 forked gloo ranks, with the
+``adaptive``), it trains a 2-layer GraphSAGE (hidden 64: the first layer exchanges 64-wide rows
+forward, the second ``classes``-wide rows both ways, transform-first; int8 moves (64 + 2)/256 =
+0.258x the fp32 bytes on 64-wide rows, (8 + 2)/32 on 8-wide ones; no dropout, so that rows
+change slowly enough for the variation-gap cache to skip rounds) for a fixed number of epochs on 2 forked gloo ranks, with the
 package's layers, graph contexts and exchanges (``GNNStrategy``'s arithmetic: loss over the global
 training count, gradients summed; mini-batches average them). One round per seed runs every codec
 of a (graph, mode), interleaved. Reported against the fp32 run of the same mode and seed:
 
-* bytes on the wire ÷ fp32 (counters; zero points and scales included; ``neighbor``: the fetched
+* bytes on the wire ÷ fp32 (counters; int8/int4 row headers included; ``neighbor``: the fetched
   feature rows, with the ids and labels that travel beside them as a second figure);
 * test accuracy after the last epoch (fp32 evaluation exchange), Δ in points (mean ± sd over
   seeds), and the same for the mean test accuracy of the last 10 epochs (less sensitive to the
@@ -177,11 +178,12 @@ def _neighbor(rank, world, mode, options, parts, classes, codec, seed, epochs) -
         seconds.append(time.process_time() - start)
         if epoch >= epochs - LAST:
             accuracies.append(_test_accuracy(model, part, exact))
-    (record,) = [t for lay, d, t in store.counter.items() if (lay, d) == ("features", "response")]
-    rows = record.rows_sent // 2  # each fetched vertex: one x row, one (id, label) row
+    records = {(lay, d): t for lay, d, t in store.counter.items()}
+    features = records[("features", "response")]  # the x rows, encoded
+    ids = records.get(("features.ids", "response"))  # ids, labels and degrees beside them
     return {
-        "bytes": _sum([record.bytes_sent - 16 * rows])[0],
-        "id_label_bytes": _sum([16 * rows])[0],
+        "bytes": _sum([features.bytes_sent])[0],
+        "id_label_bytes": _sum([0 if ids is None else ids.bytes_sent])[0],
         "control_bytes": 0.0,
         "test_acc": accuracies[-1],
         "test_acc_last": float(np.mean(accuracies)),

@@ -29,12 +29,24 @@ _STORE_TEMP_MARKERS = (".tmp-", ".old-")
 
 
 def start_session() -> Path:
-    """Give this test session a private temporary folder and a process marker (idempotent)."""
-    if os.environ.get(MARKER) and os.environ.get("LGD_TEST_TMPDIR"):
+    """Give this test session a private temporary folder and a process marker (idempotent).
+
+    Each pytest-xdist worker is a session of its own: its marker and folder are not its
+    siblings', so one worker never takes another's processes or folders for leftovers."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if (
+        os.environ.get(MARKER)
+        and os.environ.get("LGD_TEST_TMPDIR")
+        and os.environ.get("LGD_TEST_WORKER") == worker
+    ):
         return Path(os.environ["LGD_TEST_TMPDIR"])
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
-    private = Path(tempfile.mkdtemp(prefix="lgd-tests-"))
+    root = os.environ["PYTEST_DEBUG_TEMPROOT"]
+    private = Path(
+        tempfile.mkdtemp(prefix=f"lgd-tests-{worker}-" if worker else "lgd-tests-", dir=root)
+    )
     os.environ[MARKER] = uuid.uuid4().hex
+    os.environ["LGD_TEST_WORKER"] = worker
     os.environ["LGD_TEST_TMPDIR"] = os.environ["TMPDIR"] = str(private)
     tempfile.tempdir = str(private)
     atexit.register(shutil.rmtree, private, True)

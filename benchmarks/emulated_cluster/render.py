@@ -67,12 +67,14 @@ def _topology(nodes: int, result: dict) -> str:
                 f"{net['bandwidth_bytes_per_s'] / 1e6:.1f}" if net else "–",
                 f"{net['bandwidth_bytes_per_s'] / nominal:.2f}" if net and nominal else "–",
                 f"{net['latency_s'] * 1e6:.0f}" if net else "–",
+                _duplex(net),
             ]
         )
     parts.append(
         "**Network probe** (`python -m lightning_gnn_dist probe` inside the cluster: gloo "
-        "ping-pong between nodes, fitted latency + bytes / bandwidth):\n\n"
-        + _table(["link", "fitted MB/s", "÷ nominal", "latency (µs)"], rows)
+        "ping-pong between nodes, fitted latency + bytes / bandwidth; duplex = the all-to-all's "
+        "bandwidth per rank, every link busy both ways, ÷ the ping-pong's):\n\n"
+        + _table(["link", "fitted MB/s", "÷ nominal", "latency (µs)", "duplex MB/s"], rows)
     )
     rows = []
     for name in variants:
@@ -238,6 +240,57 @@ def _neighbor(cells: dict, bws: list[str]) -> str:
     )
 
 
+def _duplex(net: dict | None) -> str:
+    duplex = (net or {}).get("duplex_bandwidth_bytes_per_s")
+    if not duplex:
+        return "–"
+    return f"{duplex / 1e6:.1f} ({duplex / net['bandwidth_bytes_per_s']:.2f})"
+
+
+def _cost_parts(cells: dict, shaped: list[str]) -> str:
+    """Where the prediction and the measured epoch differ: compute and communication apart."""
+    free = cells.get("unshaped", {}).get("epoch", {})
+    rows = []
+    for bw in shaped:
+        for name, p in sorted(cells[bw].get("predicted", {}).items()):
+            detail = cells[bw]["detail"][name]
+            added = cells[bw]["epoch"][name] - free[name] if name in free else None
+            rows.append(
+                [
+                    bw,
+                    name,
+                    f"{p['ratio']:.2f}",
+                    f"{p['compute'] * 1e3:.0f}",
+                    f"{detail['compute_max'] * 1e3:.0f}",
+                    f"{detail['cpu_max'] * 1e3:.0f}",
+                    f"{p['comm'] * 1e3:.0f}",
+                    f"{added * 1e3:.0f}" if added is not None else "–",
+                    f"{detail['wait_max'] * 1e3:.0f}",
+                ]
+            )
+    return (
+        "**Cost model, the parts** (ms per epoch, medians over rounds): predicted compute "
+        "against the slowest rank's measured compute (wall clock: training step − exchange wait, "
+        "so it also holds the waits for a core that other work holds) and its CPU time; "
+        "predicted communication against what the link added to the epoch (epoch on the link − "
+        "unshaped epoch) and the slowest rank's exchange wait:\n\n"
+        + _table(
+            [
+                "link",
+                "variant",
+                "pred ÷ meas",
+                "pred compute",
+                "meas compute",
+                "CPU",
+                "pred comm",
+                "link added",
+                "exchange wait",
+            ],
+            rows,
+        )
+    )
+
+
 def _cost_model(cells: dict, shaped: list[str], bws: list[str]) -> str:
     rows = []
     names = sorted({n for bw in bws for n in cells[bw].get("predicted", {})})
@@ -275,8 +328,18 @@ def _cost_model(cells: dict, shaped: list[str], bws: list[str]) -> str:
         )
     return (
         "**Cost model** (`costmodel.predict_epoch`: the partition's metrics, the compute costs "
-        "calibrated on every node's core just before each fit (`costmodel.calibrate`; so they "
-        "include what the shared machine's load did to the compute that minute), the probed "
-        "network of each link; predicted ms / measured ms = ratio, in parentheses its range "
-        "over rounds). " + summary + "\n\n" + _table(["variant", *bws], rows)
+        "calibrated on every node's core at once just before each fit (`costmodel.calibrate`, "
+        "plus the fixed seconds of a step from a short fit on a tiny graph over the bare link; "
+        "so they include what "
+        "the shared machine's load and two nodes on one core did to the compute that minute: no "
+        "further P / cores scaling), the probed network of each link (`Network.from_probe`: "
+        "latency per message, the one-way bandwidth, and the all-to-all's duplex bandwidth for "
+        "exchanges, all-to-alls and rings); broadcast priced as gloo runs it (binomial tree, "
+        "ring reduce-scatter + gather); predicted ms / measured ms = ratio, in parentheses its "
+        "range over rounds). "
+        + summary
+        + "\n\n"
+        + _table(["variant", *bws], rows)
+        + "\n"
+        + _cost_parts(cells, shaped)
     )

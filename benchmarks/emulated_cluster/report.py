@@ -97,10 +97,9 @@ def analyse_topology(records: list[dict], plan: dict, warmup: int, nodes: int) -
         _project(cell, bw, epoch, cpu)
         probe = probes.get(bw)
         if probe is not None and probe["levels"].get("inter_node"):
-            level = probe["levels"]["inter_node"]
-            network = Network(level["bandwidth_bytes_per_s"], level["latency_s"])
+            network = Network.from_probe(probe)  # one-way and duplex bandwidth, latency
             cell["network"] = vars(network)
-            cell["predicted"] = _predict(plan, epoch[bw], fit_costs.get(bw, {}), network, nodes)
+            cell["predicted"] = _predict(plan, epoch[bw], fit_costs.get(bw, {}), network)
             random_prediction = cell["predicted"].get("p2p/random")
             if random_prediction is not None:  # transfer time of its exact bytes on the link
                 cell["random_transfer_share"] = (
@@ -160,19 +159,18 @@ def _costs(per_rank: list[dict]) -> ComputeCosts:
     return ComputeCosts(**{k: statistics.median(c[k] for c in per_rank) for k in per_rank[0]})
 
 
-def _predict(plan, epoch: dict, costs: dict, network: Network, nodes: int) -> dict[str, dict]:
+def _predict(plan, epoch: dict, costs: dict, network: Network) -> dict[str, dict]:
     """Per modelled variant: each fit predicted with the compute costs calibrated just before
-    it and the probed network of the link; predicted ÷ measured per round."""
+    it and the probed network of the link; predicted ÷ measured per round. No ``cores``: the
+    costs were calibrated on every rank at once, so where two nodes share a core (4 nodes)
+    they already include the sharing (scaling them by P / cores again doubled the compute)."""
     dims = plan["dims"]
-    cores = 2 if nodes > 2 else None  # 4 nodes share the 2 cores: compute x P / cores
     predicted = {}
     for name in MODELLED & set(costs) & set(epoch):
         variant = plan["variants"][name]
         metrics = PartitionStore.open(plan["stores"][variant["method"]]).metrics
         estimates = {
-            r: predict_epoch(
-                metrics, dims, c, network, variant["strategy"]["exchange"], cores=cores
-            )
+            r: predict_epoch(metrics, dims, c, network, variant["strategy"]["exchange"])
             for r, c in costs[name].items()
             if r in epoch[name]
         }

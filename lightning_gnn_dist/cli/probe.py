@@ -135,9 +135,11 @@ def _report(result, path: str | None) -> None:
     print_table(Console(), table)
     network = result.network
     if network is not None:
+        duplex = network.duplex_bandwidth_bytes_per_s
         print(
             f"costmodel: Network(bandwidth_bytes_per_s={network.bandwidth_bytes_per_s:.4g}, "
-            f"latency_s={network.latency_s:.3g})"
+            f"latency_s={network.latency_s:.3g}"
+            + (f", duplex_bandwidth_bytes_per_s={duplex:.4g})" if duplex is not None else ")")
         )
     if path:
         Path(path).write_text(json.dumps(content, indent=1))

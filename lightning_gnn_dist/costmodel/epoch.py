@@ -6,48 +6,69 @@ Per rank ``p`` and epoch (forward + backward, every layer ``k`` with widths ``d_
                    + rows_p · d_in · d_out · dense_seconds      (the layer's X·W)
                    + rows_p · d_out · elementwise_seconds       (bias, activation, dropout, loss)
               + step_seconds                                    (fixed work of a training step)
-    comm_p    = Σ_k Σ_direction  max(sent_p, received_p) · row_bytes(codec, width) / bandwidth
+    comm_p    = Σ_k Σ_direction  exchange(sent_p · row_bytes(codec, width), received_p · row_bytes)
                                  + max(messages sent_p, received_p) · latency
-              + gradient all-reduce (ring): 2 (P − 1)/P · parameter bytes / bandwidth
+    exchange(s, r) = min(s, r) / duplex_bandwidth + (max(s, r) − min(s, r)) / bandwidth
+              + gradient all-reduce (ring): 2 (P − 1)/P · parameter bytes / duplex_bandwidth
                                             + 2 (P − 1) · latency
     epoch     = max_p (compute_p · oversubscription + comm_p)
+
+An alpha–beta network (:class:`~lightning_gnn_dist.costmodel.network.Network`): ``latency`` per
+message and two bandwidths that ``python -m lightning_gnn_dist probe`` calibrates
+(:meth:`Network.from_probe`): ``bandwidth`` of one direction of a link (ping-pong) and
+``duplex_bandwidth``, per direction while every link carries data both ways (the probe's
+all-to-all) — what an exchange, an all-to-all and a ring see while every rank sends and
+receives at once; what one direction has left to move after the other is done goes at the
+one-way ``bandwidth`` (:meth:`Network.exchange_seconds`).
 
 ``nnz_p``/``rows_p`` are the partition's ``part_nnz``/``part_sizes``; the rows each rank sends
 come from the exchange mode's own prediction (``predicted_rows_sent``/``predicted_peer_rows``,
 the numbers the counters measure exactly), so every exchange mode that predicts per rank pair is
 covered: ``p2p``, and ``cached`` as its default ``p2p`` base (an upper bound: every round
-sent). ``broadcast``
-runs one collective per root in turn, so every rank waits for all of them:
-``Σ_q (P − 1) · rows_q · width · dtype_bytes / bandwidth + (P − 1) · latency`` per direction
-(a flat tree). The vertex-cut modes (``cd-*``, ``0c``) run on other metrics and are not
-modelled. Local work is not overlapped with messages in the model (an upper bound for ``p2p``).
+sent). ``broadcast`` runs one collective per root in turn, so every rank waits for all of them,
+each priced as gloo runs it (``B_q = rows_q · row_bytes``)::
+
+    forward  (binomial-tree broadcast):  Σ_q ⌈log2 P⌉ · B_q / bandwidth + P ⌈log2 P⌉ · latency
+    backward (lossless: ring reduce-scatter, then gather into the root):
+             Σ_q (P − 1)/P · B_q · (1 / duplex_bandwidth + 1 / bandwidth) + 2 P (P − 1) · latency
+    backward (lossy codec: every peer sends its encoded block to the root):
+             Σ_q (P − 1) · B_q / bandwidth + P (P − 1) · latency
+
+(the root's link carries ``⌈log2 P⌉`` blocks of a binomial tree, not the ``P − 1`` of a flat
+one: at 4 emulated nodes the flat tree over-predicted broadcast's epoch 1.5×). The vertex-cut
+modes (``cd-*``, ``0c``) run on other metrics and are not modelled. Local work is not
+overlapped with messages in the model (an upper bound for ``p2p``).
 
 ``row_bytes(codec, width)`` is ``width · dtype_bytes`` without a codec, else the codec's bytes
-per row (:mod:`lightning_gnn_dist.comm.codec`: payload plus zero point and scale).
+per row (:mod:`lightning_gnn_dist.comm.codec`: payload plus the integer codecs' row header).
 
 With a ``topology`` (nodes × ranks per node) the halo rows of ``p2p``, ``cached`` and
 ``hierarchical`` are split by where they travel (:func:`~lightning_gnn_dist.partition.placement.node_traffic`)
 and priced on a :class:`~lightning_gnn_dist.costmodel.network.TwoLevelNetwork`::
 
-    intra_p = max(intra sent_p, intra received_p) · row_bytes / intra.bandwidth
+    intra_p = intra.exchange(intra sent_p · row_bytes, intra received_p · row_bytes)
               + max(intra messages sent_p, received_p) · intra.latency
-    inter_p = max(Σ_{r on p's node} inter sent_r, Σ inter received_r) · row_bytes / inter.bandwidth
+    inter_p = inter.exchange(Σ_{r on p's node} inter sent_r · row_bytes, Σ inter received_r · row_bytes)
               + max(inter messages sent_p, received_p) · inter.latency     (the node's NIC is shared)
     comm_p += max(intra_p, inter_p)   (p2p, cached: both links at once)
               intra_p + inter_p       (hierarchical: the intra-node hop follows the inter-node one)
 
-``broadcast`` pays ``max((P − R) · Σ_q rows_q · row_bytes / inter.bandwidth + P(P − R) · inter.latency,
-(R − 1) · Σ_q rows_q · row_bytes / intra.bandwidth + P(R − 1) · intra.latency)`` per direction
-(``R`` ranks per node), and the gradient all-reduce runs at the inter-node link's rates.
+``broadcast`` runs the same algorithms over the ``P`` ranks, a node's ``R`` ranks adjacent: the
+tree's first ``⌈log2 R⌉`` rounds stay in the node and each later one sends ``R`` blocks through a
+node's link; the reduce's ring crosses each node's link once each way and its gather brings
+``(P − R)/P`` of the block through the root node's link (:func:`_broadcast_two_level`). The
+gradient all-reduce runs at the inter-node link's rates.
 
 ``oversubscription`` is ``P / cores`` when more ranks than cores share one machine (this
-repository's 2-core test machine), else 1.
+repository's 2-core test machine), else 1. Costs that :func:`~.calibrate.calibrate` measured on
+every rank at once, as the ranks run, already include that sharing: predict with them without
+``cores``.
 
 ``rdm`` (paper 003) has no halo: per rank, every SpMM of the order's plan costs
 ``nnz_panel · f_j · aggregate_seconds / 2`` (one of the two products ``aggregate_seconds``
 covers) on its column block ``f_j`` of its row panel's non-zeros, the GEMMs and element-wise work
 are those above, and every redistribution or panel exchange costs
-``max(sent_p, received_p) · dtype_bytes / bandwidth + peers · latency`` (one
+``exchange(sent_p · dtype_bytes, received_p · dtype_bytes) + peers · latency`` (one
 ``all_to_all_single`` at a time). The order is ``rdm_order`` or the cheapest Pareto order under
 this same network and SpMM cost (:func:`~lightning_gnn_dist.comm.rdm_plan.order_costs`).
 """
@@ -60,7 +81,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lightning_gnn_dist.comm import resolve_exchange_mode
-from lightning_gnn_dist.comm.codec import ADAPTIVE, CodecPolicy, row_bytes
+from lightning_gnn_dist.comm.codec import ADAPTIVE, CodecPolicy, get_codec, row_bytes
 from lightning_gnn_dist.comm.hierarchical import predicted_hierarchical_rows
 from lightning_gnn_dist.comm.rdm import check_codec_option
 from lightning_gnn_dist.comm.rdm_plan import (
@@ -209,10 +230,15 @@ def predict_epoch(
             if inter_bytes is not None:
                 inter_bytes += node_traffic(peer, topology).inter_rows * element
             if base == "broadcast":  # one root after another: all ranks wait for every block
+                lossless = get_codec(name).lossless
                 if levels is None:
-                    comm += float(network.seconds((P - 1) * rows.sum() * element, P * (P - 1)))
+                    comm += _broadcast_seconds(
+                        rows.sum() * element, network, P, direction, lossless
+                    )
                 else:
-                    comm += _broadcast_two_level(rows.sum() * element, levels, topology)
+                    comm += _broadcast_two_level(
+                        rows.sum() * element, levels, topology, direction, lossless
+                    )
                 continue
             if levels is not None:
                 comm += _two_level_seconds(
@@ -221,11 +247,44 @@ def predict_epoch(
                 continue
             received = peer.sum(axis=0).astype(float)
             messages = np.maximum((peer > 0).sum(axis=1), (peer > 0).sum(axis=0))
-            comm += network.seconds(np.maximum(sent, received) * element, messages)
-    if P > 1:
-        parameters = sum(layer.d_in * layer.d_out + layer.d_out for layer in layers)
-        comm += float(network.seconds(2 * (P - 1) / P * parameters * dtype_bytes, 2 * (P - 1)))
+            comm += network.exchange_seconds(sent * element, received * element, messages)
+    comm += _allreduce_seconds(layers, network, P, dtype_bytes)
     return EpochEstimate(np.asarray(compute, dtype=float), comm, bytes_sent, inter_bytes)
+
+
+def _allreduce_seconds(layers, network: Network, size: int, dtype_bytes: int) -> float:
+    """The gradient all-reduce (a ring: every link busy both ways)."""
+    if size == 1:
+        return 0.0
+    parameters = sum(layer.d_in * layer.d_out + layer.d_out for layer in layers)
+    return float(
+        network.seconds(2 * (size - 1) / size * parameters * dtype_bytes, 2 * (size - 1), True)
+    )
+
+
+def tree_rounds(size: int) -> int:
+    """Rounds of a binomial-tree broadcast over ``size`` ranks: ``⌈log2 size⌉`` (the root
+    sends its block once per round, so its link carries that many blocks)."""
+    return int(size - 1).bit_length()
+
+
+def _broadcast_seconds(
+    block_bytes: float, network: Network, size: int, direction: str, lossless: bool
+) -> float:
+    """Seconds of one ``broadcast`` direction on one network: every root's block
+    (``block_bytes`` summed over roots) in turn, as gloo runs the collectives. Forward, a
+    binomial tree: the root's link carries ``⌈log2 P⌉`` blocks. Backward, a lossless reduce:
+    a ring reduce-scatter (``(P − 1)/P`` of the block on every link, both ways) then a gather
+    into the root (``(P − 1)/P`` more into its link); a lossy codec: every peer sends its encoded
+    block to the root, whose link takes ``P − 1`` blocks."""
+    if direction == "forward":
+        rounds = tree_rounds(size)
+        return float(network.seconds(rounds * block_bytes, size * rounds))
+    if lossless:
+        share = (size - 1) / size * block_bytes
+        scatter = network.seconds(share, size * (size - 1), duplex=True)
+        return float(scatter + network.seconds(share, size * (size - 1)))
+    return float(network.seconds((size - 1) * block_bytes, size * (size - 1)))
 
 
 def _levels(
@@ -275,23 +334,61 @@ def _two_level_seconds(
     def messages(rows: np.ndarray) -> np.ndarray:
         return np.maximum((rows > 0).sum(axis=1), (rows > 0).sum(axis=0))
 
-    intra_s = levels.intra_node.seconds(
-        np.maximum(intra.sum(axis=1), intra.sum(axis=0)) * float(element), messages(intra)
+    element = float(element)
+    intra_s = levels.intra_node.exchange_seconds(
+        intra.sum(axis=1) * element, intra.sum(axis=0) * element, messages(intra)
     )
     out = np.bincount(node, weights=inter.sum(axis=1), minlength=topology.num_nodes)
     into = np.bincount(node, weights=inter.sum(axis=0), minlength=topology.num_nodes)
-    link = np.maximum(out, into)[node] * float(element)
-    inter_s = levels.inter_node.seconds(link, messages(inter))
+    inter_s = levels.inter_node.exchange_seconds(
+        out[node] * element, into[node] * element, messages(inter)
+    )
     return intra_s + inter_s if sequential else np.maximum(intra_s, inter_s)
 
 
-def _broadcast_two_level(block_bytes: float, levels: TwoLevelNetwork, topology: Topology) -> float:
-    """Seconds of one ``broadcast`` direction: every root's block (``block_bytes`` summed over
-    roots) to the ``P − R`` ranks of other nodes and the ``R − 1`` of its own."""
+def _broadcast_two_level(
+    block_bytes: float,
+    levels: TwoLevelNetwork,
+    topology: Topology,
+    direction: str,
+    lossless: bool,
+) -> float:
+    """Seconds of one ``broadcast`` direction with ``R`` ranks on each of the nodes (the
+    one-level algorithms of :func:`_broadcast_seconds` over all ``P`` ranks, ranks of a node
+    adjacent). Forward: the tree's first ``⌈log2 R⌉`` rounds stay in the node, each later
+    round has the ``R`` ranks of a sending node send through its link at once. Backward: the
+    ring crosses each node's link once each way (in parallel with the node's own hops), the
+    gather brings ``(P − R)/P`` of the block through the root node's link and ``(R − 1)/P``
+    within it; a lossy codec sends ``P − R`` encoded blocks through that link and ``R − 1``
+    within the node. One rank per node: :func:`_broadcast_seconds` on the inter-node link."""
     size, per_node = topology.world_size, topology.ranks_per_node
-    inter = levels.inter_node.seconds((size - per_node) * block_bytes, size * (size - per_node))
-    intra = levels.intra_node.seconds((per_node - 1) * block_bytes, size * (per_node - 1))
-    return float(max(inter, intra))
+    inter, intra = levels.inter_node, levels.intra_node
+    if per_node == 1:
+        return _broadcast_seconds(block_bytes, inter, size, direction, lossless)
+    if direction == "forward":
+        local = tree_rounds(per_node)
+        remote = per_node * (tree_rounds(size) - local)
+        return float(
+            inter.seconds(remote * block_bytes, size * remote)
+            + intra.seconds(local * block_bytes, size * local)
+        )
+    if lossless:
+        share = (size - 1) / size * block_bytes
+        ring = max(
+            inter.seconds(share, size * (size - 1), duplex=True),
+            intra.seconds(share, size * (size - 1), duplex=True),
+        )
+        gather = max(
+            inter.seconds((size - per_node) / size * block_bytes, size * (size - per_node)),
+            intra.seconds((per_node - 1) / size * block_bytes, size * (per_node - 1)),
+        )
+        return float(ring + gather)
+    return float(
+        max(
+            inter.seconds((size - per_node) * block_bytes, size * (size - per_node)),
+            intra.seconds((per_node - 1) * block_bytes, size * (per_node - 1)),
+        )
+    )
 
 
 def rdm_pick(
@@ -309,7 +406,7 @@ def rdm_pick(
         [LayerShape(layer.d_in, layer.d_out) for layer in gcn_layers(dims)],
         layout,
         int(metrics.part_nnz.sum()),
-        element_seconds=dtype_bytes / network.bandwidth_bytes_per_s,
+        element_seconds=dtype_bytes / network.duplex_bandwidth,
         sparse_op_seconds=costs.aggregate_seconds / 2,
         latency_seconds=network.latency_s,
     )
@@ -349,12 +446,10 @@ def _predict_rdm(metrics, dims, costs, network, cores, dtype_bytes, order, repli
             for sent in transfers:
                 out, into = sent.sum(axis=1) * dtype_bytes, sent.sum(axis=0) * dtype_bytes
                 peers = np.maximum((sent > 0).sum(axis=1), (sent > 0).sum(axis=0))
-                comm += network.seconds(np.maximum(out, into), peers)
+                comm += network.exchange_seconds(out, into, peers)
                 bytes_sent += out
     compute = np.asarray(compute, dtype=float) + costs.step_seconds
     if cores is not None and P > cores:
         compute = compute * (P / cores)
-    if P > 1:
-        parameters = sum(layer.d_in * layer.d_out + layer.d_out for layer in layers)
-        comm += float(network.seconds(2 * (P - 1) / P * parameters * dtype_bytes, 2 * (P - 1)))
+    comm += _allreduce_seconds(layers, network, P, dtype_bytes)
     return EpochEstimate(compute, comm, bytes_sent)

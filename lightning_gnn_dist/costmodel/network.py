@@ -1,12 +1,23 @@
 """Network parameters of the cost model: bandwidth and latency of a rank's link, and their fit
-to measured transfer times (:func:`fit_network`, used by :mod:`.probe`)."""
+to measured transfer times (:func:`fit_network`, used by :mod:`.probe`).
+
+An alpha–beta model: ``seconds = messages · latency + bytes / bandwidth``, with two bandwidths
+calibrated by the probe. ``bandwidth_bytes_per_s`` is one direction of a link while the other
+is idle (the probe's ping-pong); ``duplex_bandwidth_bytes_per_s`` is what a rank gets in each
+direction while every link carries data both ways at once, as in a halo exchange, an
+all-to-all or a ring (the probe's all-to-all). They differ on real links: on the emulated
+cluster's ``tbf`` links the acknowledgements of one direction queue behind the data of the
+other, and the probes measured about half the one-way rate in each direction (0.5–0.65 of it
+in most of them: ``benchmarks/results/emulated_cluster_costmodel.md``).
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -16,46 +27,118 @@ class Network:
     """Point-to-point network parameters.
 
     Attributes:
-        bandwidth_bytes_per_s: per-rank link bandwidth (bytes/s). (default: ``12.5e9``, a
-            100 Gb/s InfiniBand-class link)
+        bandwidth_bytes_per_s: per-rank link bandwidth in one direction, the other idle
+            (bytes/s). (default: ``12.5e9``, a 100 Gb/s InfiniBand-class link)
         latency_s: seconds per message. (default: ``2e-6``)
+        duplex_bandwidth_bytes_per_s: per-rank bandwidth in each direction while every link
+            carries data both ways at once (an exchange, all-to-all, ring; bytes/s); ``None``:
+            ``bandwidth_bytes_per_s`` (a full-duplex link that loses nothing). (default:
+            ``None``)
     """
 
     bandwidth_bytes_per_s: float = 12.5e9
     latency_s: float = 2e-6
+    duplex_bandwidth_bytes_per_s: float | None = None
 
-    def seconds(self, num_bytes: np.ndarray | float, messages: np.ndarray | float) -> np.ndarray:
-        """Transfer time of ``num_bytes`` in ``messages`` messages."""
-        return np.asarray(num_bytes) / self.bandwidth_bytes_per_s + np.asarray(messages) * float(
-            self.latency_s
+    @property
+    def duplex_bandwidth(self) -> float:
+        """Bytes/s per direction while every link is busy both ways."""
+        return float(self.duplex_bandwidth_bytes_per_s or self.bandwidth_bytes_per_s)
+
+    def seconds(
+        self, num_bytes: np.ndarray | float, messages: np.ndarray | float, duplex: bool = False
+    ) -> np.ndarray:
+        """Transfer time of ``num_bytes`` in ``messages`` messages; ``duplex``: while every
+        link also carries data the other way (at :attr:`duplex_bandwidth`)."""
+        bandwidth = self.duplex_bandwidth if duplex else self.bandwidth_bytes_per_s
+        return np.asarray(num_bytes) / bandwidth + np.asarray(messages) * float(self.latency_s)
+
+    def exchange_seconds(
+        self,
+        sent_bytes: np.ndarray | float,
+        received_bytes: np.ndarray | float,
+        messages: np.ndarray | float,
+    ) -> np.ndarray:
+        """Time of a rank's part of an exchange where it sends ``sent_bytes`` while receiving
+        ``received_bytes``: both directions at :attr:`duplex_bandwidth` until the smaller one is
+        done, the rest of the larger one alone at ``bandwidth_bytes_per_s``."""
+        sent, received = (
+            np.asarray(sent_bytes, dtype=float),
+            np.asarray(received_bytes, dtype=float),
+        )
+        both = np.minimum(sent, received)
+        alone = np.maximum(sent, received) - both
+        return (
+            both / self.duplex_bandwidth
+            + alone / self.bandwidth_bytes_per_s
+            + np.asarray(messages) * float(self.latency_s)
         )
 
     def to_dict(self) -> dict[str, float]:
-        return asdict(self)
+        out = asdict(self)
+        if self.duplex_bandwidth_bytes_per_s is None:
+            del out["duplex_bandwidth_bytes_per_s"]
+        return out
+
+    @classmethod
+    def from_dict(cls, content: Mapping[str, Any]) -> Network:
+        """The network a ``to_dict`` dictionary describes (``duplex_bandwidth_bytes_per_s``
+        optional)."""
+        duplex = content.get("duplex_bandwidth_bytes_per_s")
+        return cls(
+            float(content["bandwidth_bytes_per_s"]),
+            float(content["latency_s"]),
+            float(duplex) if duplex is not None else None,
+        )
+
+    @classmethod
+    def from_probe(cls, probe: Mapping[str, Any], level: str = "inter_node") -> Network:
+        """The calibrated network of a probe's result (``NetworkProbe.to_dict()``, the JSON of
+        ``python -m lightning_gnn_dist probe --json``): ``level``'s fitted latency and one-way
+        bandwidth, and, for the level between nodes of a probe with one rank per node, the
+        all-to-all's bandwidth as the duplex bandwidth (every link busy both ways, as in an
+        exchange). With several ranks per node the all-to-all mixes both levels, so the duplex
+        bandwidth stays the one-way one.
+
+        Raises:
+            ValueError: the probe has no such level (the message lists those it has).
+        """
+        levels = probe["levels"]
+        if not isinstance(levels.get(level), dict):
+            measured = sorted(k for k, v in levels.items() if v)
+            raise ValueError(
+                f"the probe measured no {level!r} level; it has {measured} "
+                "(intra_node needs two ranks on one node, inter_node two nodes)"
+            )
+        network = cls.from_dict({**levels[level], "duplex_bandwidth_bytes_per_s": None})
+        everyone = levels.get("all_to_all")
+        alone = probe.get("nodes", probe.get("world_size")) == probe.get("world_size") and (
+            levels.get("intra_node") is None  # no rank shares rank 0's node
+        )
+        if level == "inter_node" and isinstance(everyone, dict) and alone:
+            duplex = min(float(everyone["bandwidth_bytes_per_s"]), network.bandwidth_bytes_per_s)
+            network = replace(network, duplex_bandwidth_bytes_per_s=duplex)
+        return network
 
     @classmethod
     def from_json(cls, path: str | Path, level: str = "inter_node") -> Network:
         """The network a file describes: a ``Network`` dictionary
         (``{"bandwidth_bytes_per_s": ..., "latency_s": ...}``), or the JSON that
         ``python -m lightning_gnn_dist probe --json FILE`` writes, where ``level`` picks
-        ``inter_node`` (default), ``intra_node`` or ``all_to_all``.
+        ``inter_node`` (default), ``intra_node`` or ``all_to_all`` (:meth:`from_probe`).
 
         Raises:
             ValueError: the file holds neither, or not the level asked for.
         """
         content = json.loads(Path(path).read_text())
         if isinstance(content, dict) and "levels" in content:
-            levels = content["levels"]
-            if not isinstance(levels.get(level), dict):
-                measured = sorted(k for k, v in levels.items() if v)
-                raise ValueError(
-                    f"{path}: the probe measured no {level!r} level; it has {measured} "
-                    "(intra_node needs two ranks on one node, inter_node two nodes)"
-                )
-            content = levels[level]
+            try:
+                return cls.from_probe(content, level)
+            except ValueError as error:
+                raise ValueError(f"{path}: {error}") from None
         try:
-            return cls(float(content["bandwidth_bytes_per_s"]), float(content["latency_s"]))
-        except (KeyError, TypeError, ValueError):
+            return cls.from_dict(content)
+        except (AttributeError, KeyError, TypeError, ValueError):
             raise ValueError(
                 f"{path}: not a network description; expected bandwidth_bytes_per_s and "
                 "latency_s, or the JSON of `python -m lightning_gnn_dist probe --json`"
@@ -93,7 +176,7 @@ class TwoLevelNetwork:
             for level in ("intra_node", "inter_node"):
                 if not isinstance(content.get(level), dict):
                     raise ValueError(f"{path}: no {level!r} network in {sorted(content)}")
-                levels[level] = Network(**{k: float(v) for k, v in content[level].items()})
+                levels[level] = Network.from_dict(content[level])
             return cls(**levels)
         return cls(
             intra_node=Network.from_json(path, level="intra_node"),

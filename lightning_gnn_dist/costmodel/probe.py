@@ -11,8 +11,9 @@ fit_network`) at two levels and for one collective:
   loopback on a real machine);
 * ``all_to_all``: every rank sends ``size`` bytes to every other at once
   (``all_to_all_single``); the bytes of the fit are what one rank sends to the others,
-  ``(P − 1) · size``, so its bandwidth is the per-rank bandwidth when every link is busy, and
-  its latency is per collective, not per message.
+  ``(P − 1) · size``, so its bandwidth is the per-rank bandwidth when every link is busy both
+  ways (the cost model's duplex bandwidth: :meth:`Network.from_probe`), and its latency is per
+  collective, not per message.
 
 A level that the placement of the ranks does not have (one node, one rank per node) is ``None``.
 Sizes grow ×4 until the next transfer would take more than ``max_seconds`` (the probe stays
@@ -85,9 +86,13 @@ class NetworkProbe:
 
     @property
     def network(self) -> Network | None:
-        """The network between nodes (or, on one node, between its ranks)."""
-        level = self.levels.get("inter_node") or self.levels.get("intra_node")
-        return level.network if level is not None else None
+        """The calibrated network between nodes (or, on one node, between its ranks), with the
+        all-to-all's bandwidth as its duplex bandwidth where it applies
+        (:meth:`Network.from_probe`)."""
+        for level in ("inter_node", "intra_node"):
+            if self.levels.get(level) is not None:
+                return Network.from_probe(self.to_dict(), level)
+        return None
 
     def to_dict(self) -> dict:
         return {

@@ -121,8 +121,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         codec (str or dict): how exchanged rows travel in training steps, in every exchange mode
             and (``loader="neighbor"``) in the loader's remote feature fetch: ``"fp32"``
             (exact, as without a codec), ``"fp16"``, ``"bf16"`` (2 bytes per element),
-            ``"int8"``, ``"int4"`` (per-row stochastic integer quantisation, ``d + 4`` and
-            ``ceil(d/2) + 4`` bytes per row of width ``d``), ``"adaptive"`` (int4 or int8 per
+            ``"int8"``, ``"int4"`` (per-row stochastic integer quantisation, ``d + 2`` and
+            ``ceil(d/2) + 2`` bytes per row of width ``d``), ``"adaptive"`` (int4 or int8 per
             layer and direction, re-chosen every epoch by the variance int4 would add; not for
             the feature fetch); or a mapping per direction (``{"forward": "int8", "backward":
             "bf16"}``) or per layer name (``{"convs.0": "int8", "*": "fp32"}``; the fetch is

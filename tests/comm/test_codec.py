@@ -47,9 +47,7 @@ def _rows(seed=0):
 def _spacing(codec, rows, wire):
     """Upper bound on the distance between the two values an element rounds to."""
     if codec.name.startswith("int"):
-        payload = wire.size(1) - 4
-        scale = wire[:, payload:].contiguous().view(torch.bfloat16).float()[:, 1:]
-        return scale.expand_as(rows)
+        return codec.header(wire, rows.size(1))[0][:, None].expand_as(rows)
     mantissa, tiny = (7, 2.0**-133) if codec.name == "bf16" else (10, 2.0**-24)
     return (rows.abs() * 2.0**-mantissa).clamp(min=tiny)
 
@@ -92,8 +90,8 @@ def test_byte_layout_and_error(name):
     codec, rows = CODECS[name], _rows(1)
     wire = codec.encode(rows, torch.Generator().manual_seed(0))
     width = rows.size(1)
-    expected = {"fp32": 4 * width, "fp16": 2 * width, "bf16": 2 * width, "int8": width + 4}
-    expected["int4"] = (width + 1) // 2 + 4
+    expected = {"fp32": 4 * width, "fp16": 2 * width, "bf16": 2 * width, "int8": width + 2}
+    expected["int4"] = (width + 1) // 2 + 2
     assert codec.row_bytes(width) == expected[name]
     if name == "fp32":
         assert wire is rows  # nothing converted or copied
@@ -109,6 +107,40 @@ def test_byte_layout_and_error(name):
         assert bool(((decoded - rows).abs() <= _spacing(codec, rows, wire) * 1.0001).all())
     empty = codec.encode(rows[:0], None)
     assert codec.decode(empty, width).shape == (0, width)
+
+
+@pytest.mark.parametrize("name", ["int8", "int4"])
+def test_int_header_is_two_bytes_with_zero_on_a_tight_grid(name):
+    """The 2-byte row header (scale with 4 mantissa bits, 4-bit zero point): zero elements
+    decode exactly, and the chosen step is within the bound of the 15 zero-point positions
+    (``range ÷ (L − u)``; one-signed rows ``max|x| ÷ L``) times the scale's rounding (1/16)."""
+    codec, gen = CODECS[name], torch.Generator().manual_seed(5)
+    rows = torch.randn(200, 33, generator=gen) * torch.logspace(-6, 4, 200)[:, None]
+    rows[:50] += rows[:50].abs().amax(1, keepdim=True)  # one-signed rows
+    rows[rows.abs() < 0.3 * rows.abs().amax(1, keepdim=True)] = 0.0  # sparse, as after ReLU
+    wire = codec.encode(rows, gen)
+    assert wire.shape == (200, codec.row_bytes(33)) and codec.row_bytes(33) == wire.size(1)
+    decoded = codec.decode(wire, 33)
+    assert torch.equal(decoded[rows == 0], rows[rows == 0])
+    scale, _ = codec.header(wire, 33)
+    low, high = rows.amin(1), rows.amax(1)
+    straddle = (low < 0) & (high > 0)
+    bound = torch.where(
+        straddle,
+        (high - low) / (codec.levels - codec.unit),
+        torch.maximum(high, -low) / codec.levels,
+    )
+    assert bool((scale <= bound * (1 + 2**-4) * (1 + 1e-6)).all())
+    assert bool((scale >= bound * (codec.levels - codec.unit) / codec.levels).all())
+
+
+def test_int8_moves_at_most_027_of_fp32_on_narrow_layers():
+    """Issue 22's budget on the benchmark's 2-layer GraphSAGE: a 64-wide forward exchange and
+    an 8-wide (transform-first) exchange each way; with a 4-byte header this was 0.2875."""
+    widths = (64, 8, 8)
+    coded = sum(CODECS["int8"].row_bytes(w) for w in widths)
+    assert coded / sum(4 * w for w in widths) <= 0.27
+    assert CODECS["int8"].message_bytes(3, 8) == 3 * (8 + 2)
 
 
 def test_half_codecs_saturate_and_keep_special_values():
@@ -143,8 +175,7 @@ def test_quantisation_variance_matches_monte_carlo():
             for _ in range(300)
         ]
     )
-    # the bound uses unrounded zero points and scales; bf16 rounding makes steps ≤ 1 % larger
-    assert measured == pytest.approx(error, rel=0.25)
+    assert measured == pytest.approx(error, rel=0.1)  # 300 draws: ~±4 % (one sd)
 
 
 # -- policy ----------------------------------------------------------------------------------------
@@ -421,10 +452,12 @@ def _adaptive_fit(rank, world_size):
     data, assignment, parts = _vertex_parts(world_size)
     part = parts[rank]
     metrics = partition_metrics(data, assignment, world_size)
-    policy = CodecPolicy("adaptive", seed=3, tolerance=1e-4)
+    policy = CodecPolicy("adaptive", seed=3, tolerance=2e-3)
     exchange = make_exchange("p2p", part, codec=policy)
-    smooth = part.x.abs() + 100  # relative int4 variance ~3e-7; with an outlier ~4e-4
-    spiky = part.x.clone()
+    # relative int4 variance (quantisation_variance of all rows, per rank): about 1e-3 for
+    # one-signed rows of similar values, 4e-3 for spread rows with an outlier
+    smooth = part.x.abs() + 100
+    spiky = part.x * 30
     spiky[:, 0] = 1000.0
     out = []
     for epoch in range(3):
@@ -456,6 +489,47 @@ def test_adaptive_codec_agrees_across_ranks_and_counts_its_control_bytes():
                 assert sent == predicted
     chosen = [{k: v[0] for k, v in r[2].items()} for r in results]
     assert all(c == chosen[0] for c in chosen)  # every rank uses the agreed codecs
+
+
+def _broadcast_backward(rank, world_size):
+    """One broadcast round per lossy codec; beside the gradient, this rank's partial gradient
+    block of every other root, encoded with a replay of the exchange's stream and decoded."""
+    part = _vertex_parts(world_size)[2][rank]
+    out = {}
+    for name in ("bf16", "int8"):
+        exchange = make_exchange("broadcast", part, codec=name)
+        exchange.begin_round(0)
+        x = part.x.clone().requires_grad_()
+        grad_halo = _halo_weight(part.num_halo)
+        (exchange(x, "layer0") * grad_halo).sum().backward()
+        replay = CodecPolicy(name, seed=exchange.codec_policy.seed)
+        bounds, sizes = exchange._halo_bounds(), exchange._block_sizes()
+        sent = {}
+        for root, rows in enumerate(exchange._blocks()):
+            if root != rank:
+                block = torch.zeros(sizes[root], WIDTH).index_add_(
+                    0, rows, grad_halo[bounds[root] : bounds[root + 1]]
+                )
+                wire = replay.encode(CODECS[name], block, "layer0", "backward", rank)
+                sent[root] = CODECS[name].decode(wire, WIDTH).numpy()
+        out[name] = {"grad": x.grad.numpy(), "sent": sent}
+    return out
+
+
+def test_broadcast_lossy_backward_sums_decoded_fp32_blocks():
+    """A lossy codec cannot be summed in flight: each peer's partial block is encoded once and
+    the root adds the decoded float32 blocks in rank order (not in the codec's precision, and
+    no second rounding), bit for bit."""
+    world_size = 3
+    results = run_ranks(_broadcast_backward, world_size)
+    for name in ("bf16", "int8"):
+        for rank, result in enumerate(results):
+            expected = np.zeros_like(result[name]["grad"])
+            for peer in range(world_size):
+                if peer != rank:
+                    expected += results[peer][name]["sent"][rank]
+            assert np.abs(expected).sum() > 0
+            np.testing.assert_array_equal(result[name]["grad"], expected)
 
 
 def _all_to_all(rank, world_size):
@@ -495,10 +569,10 @@ def test_all_to_all_rows_encodes_and_counts_what_leaves_the_rank():
             ]
         )
         np.testing.assert_array_equal(result["fp32"]["received"], expected.astype(np.float32))
-        np.testing.assert_allclose(
-            result["int8"]["received"], expected, rtol=0, atol=0.01 * 300 / 255
-        )
+        # one step of each (all-positive) row: its maximum ÷ 255, the scale rounded up ≤ 1/16
+        step = np.abs(expected).max(1, keepdims=True) / 255 * (1 + 1 / 16)
+        assert (np.abs(result["int8"]["received"] - expected) <= step).all()
         sent = [rank + q + 1 if q != rank else 0 for q in range(world_size)]
         assert result["fp32"]["to"] == [c * WIDTH * 4 for c in sent]
-        assert result["int8"]["to"] == [c * (WIDTH + 4) for c in sent]
-        assert result["int8"]["bytes"] == sum(sent) * (WIDTH + 4)
+        assert result["int8"]["to"] == [c * (WIDTH + 2) for c in sent]
+        assert result["int8"]["bytes"] == sum(sent) * (WIDTH + 2)

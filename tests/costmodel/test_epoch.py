@@ -1,6 +1,8 @@
 """The cost model's formula against hand computation (exact binary fractions), its inputs
 from the exchange modes' predictions, and calibration's shape (no timing asserts)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -64,9 +66,9 @@ def test_p2p_epoch_matches_hand_computation():
     assert estimate.epoch_seconds == estimate.rank_seconds.max()
 
 
-@pytest.mark.parametrize(("codec", "row_bytes"), [("int8", 6), ("int4", 5), ("bf16", 4)])
+@pytest.mark.parametrize(("codec", "row_bytes"), [("int8", 4), ("int4", 3), ("bf16", 4)])
 def test_a_codec_scales_the_halo_bytes_and_seconds(codec, row_bytes):
-    """Width 2: int8 2 + 4 bytes per row, int4 1 + 4, bf16 2·2 (fp32: 8)."""
+    """Width 2: int8 2 + 2 bytes per row (codes + header), int4 1 + 2, bf16 2·2 (fp32: 8)."""
     fp32 = predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p")
     coded = predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p", codec=codec)
     np.testing.assert_array_equal(coded.bytes_sent, fp32.bytes_sent * row_bytes / 8)
@@ -81,14 +83,61 @@ def test_a_codec_scales_the_halo_bytes_and_seconds(codec, row_bytes):
 
 def test_broadcast_waits_for_every_root_and_cached_predicts_its_base():
     broadcast = predict_epoch(METRICS, [4, 2], COSTS, NET, "broadcast")
-    # per direction: (P−1)·N rows of 2 columns + P·(P−1) messages
-    per_direction = 1 * 5 * 2 + 2 * 1 * 0.5
-    np.testing.assert_array_equal(broadcast.comm_seconds, [2 * per_direction + 11] * 2)
+    # P = 2: forward, a tree of ⌈log2 2⌉ = 1 round: N rows of 2 columns + P·1 messages;
+    # backward, the reduce: half the rows in the ring, half in the gather, P·(P−1) messages each
+    forward = 1 * 5 * 2 + 2 * 1 * 0.5
+    backward = 2 * (5 * 2 / 2 + 2 * 1 * 0.5)
+    np.testing.assert_array_equal(broadcast.comm_seconds, [forward + backward + 11] * 2)
     # forward: its own block to the peer; backward: a partial gradient of the other block
     np.testing.assert_array_equal(broadcast.bytes_sent, [(3 + 2) * 2 * 4, (2 + 3) * 2 * 4])
     cached = predict_epoch(METRICS, [4, 2], COSTS, NET, "cached")
     p2p = predict_epoch(METRICS, [4, 2], COSTS, NET, "p2p")
     np.testing.assert_array_equal(cached.comm_seconds, p2p.comm_seconds)
+
+
+# One float32 per second one way, half that while every link is busy both ways (the probe's
+# all-to-all on the emulated cluster's tbf links).
+DUPLEX = Network(bandwidth_bytes_per_s=4.0, latency_s=0.5, duplex_bandwidth_bytes_per_s=2.0)
+
+
+def test_exchanges_and_the_all_reduce_run_at_the_duplex_bandwidth():
+    """Every rank sends and receives at once: the hand computation of the p2p test with the
+    rows that travel both ways at once at half the rate, the latency unchanged. Per direction
+    each rank sends 2 rows and receives 1 (or the reverse): 1 row of 2 floats both ways at
+    2 s a float, the other row alone at 1 s a float. The all-reduce (a ring) at half the rate."""
+    estimate = predict_epoch(METRICS, [4, 2], COSTS, DUPLEX, "p2p")
+    halo = 2 * (1 * 2 * 2 + 1 * 2 * 1 + 1 * 0.5)
+    allreduce = 2 * 10 + 2 * 0.5
+    np.testing.assert_array_equal(estimate.comm_seconds, [halo + allreduce] * 2)
+    one_way = predict_epoch(
+        METRICS, [4, 2], COSTS, replace(DUPLEX, duplex_bandwidth_bytes_per_s=None)
+    )
+    np.testing.assert_array_equal(one_way.comm_seconds, [2 * (2 * 2 + 0.5) + 10 + 1] * 2)
+
+
+def test_broadcast_is_priced_as_gloo_runs_it_a_binomial_tree_and_a_ring_reduce():
+    """P = 4 (``PLACED``: 2 rows a part), one layer 4 → 2: every root's block is 2 rows of
+    2 floats, 4 blocks = 16 floats. Forward: the root's link carries ⌈log2 4⌉ = 2 blocks (a
+    flat tree: P − 1 = 3, which over-predicted the 4-node broadcast 1.5× on the emulated
+    cluster). Backward: the ring reduce-scatter moves 3/4 of each block both ways at the duplex
+    rate, the gather 3/4 more into the root one way."""
+    estimate = predict_epoch(PLACED, [4, 2], COSTS, DUPLEX, "broadcast")
+    forward = 2 * 16 + 4 * 2 * 0.5
+    backward = (12 * 2 + 4 * 3 * 0.5) + (12 + 4 * 3 * 0.5)  # 2 s per float at the duplex rate
+    allreduce = 2 * 3 / 4 * 10 * 2 + 2 * 3 * 0.5
+    np.testing.assert_array_equal(estimate.comm_seconds, [forward + backward + allreduce] * 4)
+    flat = 2 * (3 * 16 + 4 * 3 * 0.5)  # the old formula, both directions
+    assert estimate.comm_seconds[0] < flat + allreduce
+    # a lossy codec's backward: every peer's encoded block into the root (int8: 2 + 2 B a row)
+    int8 = predict_epoch(PLACED, [4, 2], COSTS, DUPLEX, "broadcast", codec={"backward": "int8"})
+    np.testing.assert_array_equal(
+        int8.comm_seconds, [forward + (3 * 8 * 4 / 4 + 4 * 3 * 0.5) + allreduce] * 4
+    )
+    # one rank per node: the two-level formula is the one-level one
+    placed = predict_epoch(
+        PLACED, [4, 2], COSTS, TwoLevelNetwork(NET, DUPLEX), "broadcast", topology=Topology(4, 1)
+    )
+    np.testing.assert_array_equal(placed.comm_seconds, estimate.comm_seconds)
 
 
 def test_one_rank_has_no_communication_and_oversubscription_scales_compute():

@@ -3,6 +3,7 @@ is frozen mid-training. Every rank ends within the timeout, the user sees one li
 failing rank (and its traceback once), survivors stay quiet, and no process or temp folder is left.
 """
 
+import contextlib
 import os
 import re
 import signal
@@ -170,12 +171,25 @@ def _pids(tmp_path) -> dict[int, int]:
 
 
 def _ended(tmp_path, proc, seconds: float) -> float:
-    """Seconds until rank 0 and every child are gone (fails past ``seconds``)."""
+    """Seconds until rank 0 and every child are gone (fails past ``seconds``, with each rank's
+    state and Python stacks: the script dumps them on ``SIGUSR1``)."""
     start, pids = time.monotonic(), _pids(tmp_path)
     while proc.poll() is None or any(_alive(pid) for pid in pids.values()):
-        assert time.monotonic() - start < seconds, f"still running after {seconds} s"
+        if time.monotonic() - start > seconds:
+            pytest.fail(f"still running after {seconds} s:\n{_stuck(tmp_path, pids)}")
         time.sleep(0.05)
     return time.monotonic() - start
+
+
+def _stuck(tmp_path, pids: dict[int, int]) -> str:
+    """Where each rank still alive is: its process state, then its threads' stacks."""
+    states = []
+    for rank, pid in sorted(pids.items()):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            states.append(f"rank {rank} (pid {pid}): {psutil.Process(pid).status()}")
+            os.kill(pid, signal.SIGUSR1)
+    time.sleep(2.0)
+    return "\n".join(states) + "\n" + (tmp_path / "out.log").read_text()[-6000:]
 
 
 def _lines(tmp_path) -> list[str]:
@@ -205,7 +219,7 @@ def test_sigterm_ends_every_rank_at_once_with_one_line(tmp_path):
     for mode, (path, proc) in runs.items():
         # not the 300 s timeout (nor 1800 s: it waited for it)
         _ended(path, proc, 10 + LOADED)
-        assert proc.returncode == 143, mode
+        assert proc.returncode == 143, (mode, (path / "out.log").read_text()[-3000:])
         (line,) = _lines(path)  # rank 0's, or a child's that rank 0 saw first
         assert re.fullmatch(r"rank [01] failed: terminated by SIGTERM", line), (mode, line)
         assert list((path / "tmp").iterdir()) == [], mode

@@ -13,6 +13,7 @@ Run directly (Lightning's subprocess launcher starts the other ranks) or under t
 
 import argparse
 import atexit
+import faulthandler
 import json
 import os
 import signal
@@ -89,6 +90,7 @@ def main() -> None:
     args = parser.parse_args()
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # where a rank hangs, for the tests
     if args.pid_dir:
         Path(args.pid_dir, f"rank-{local_rank}.pid").write_text(str(os.getpid()))
     if local_rank == args.delay_rank:
