@@ -19,14 +19,17 @@ reference models at 1 and 2 ranks (METIS, p2p halo exchange, gloo on loopback), 
 (``GCNConv``/``SAGEConv`` on ``edge_index``) and DGL (``GraphConv(norm="both")`` with self loops,
 ``SAGEConv("mean")``); mini-batch GraphSAGE 2×256, fan-out [25, 10] (25 neighbours of each seed;
 DGL's ``NeighborSampler([10, 25])`` lists fan-outs from the input layer), batch 1024, with this
-project's ``NeighborLoader`` (with and without prefetch) and DGL's ``DataLoader`` over blocks.
-DistDGL is not run: the 2-rank rows are this project's only.
+project's ``NeighborLoader`` (with and without prefetch) and DGL's ``DataLoader`` over blocks;
+at 2 ranks, DistDGL (:mod:`benchmarks.peer_dgl.distdgl`: METIS with balanced training vertices,
+a graph server and a trainer per simulated machine, each machine a mount namespace with its own
+``/dev/shm``; needs root for ``unshare --mount``, else the row records why it was skipped).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,7 +63,9 @@ VARIANTS = [  # (row, system, task, ranks)
     ("mini-batch SAGE", "ours", "sage-mini", 1),
     ("mini-batch SAGE", "ours+prefetch", "sage-mini", 1),
     ("mini-batch SAGE", "ours", "sage-mini", 2),
+    ("mini-batch SAGE", "distdgl", "sage-mini", 2),
 ]
+DISTDGL = Path(__file__).with_name("distdgl.py")
 
 
 def add_arguments(parser) -> None:
@@ -70,8 +75,22 @@ def add_arguments(parser) -> None:
     parser.add_argument("--mini-epochs", type=int, default=3, help="mini-batch epochs")
 
 
-def prepare(workdir: Path) -> None:
-    """The graph as ``.npz`` for the workers and this project's parts at 1 and 2 ranks."""
+def distdgl_unavailable_reason(dgl_python: str) -> str | None:
+    """Why DistDGL cannot run here (``None`` when it can): it needs root for ``unshare --mount``
+    (a private ``/dev/shm`` per simulated machine) and ``dgl.distributed`` in DGL's venv."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return "needs root and unshare(1): each simulated machine mounts its own /dev/shm"
+    probe = subprocess.run(
+        [dgl_python, "-c", "import dgl.distributed"], capture_output=True, text=True
+    )
+    if probe.returncode != 0:
+        return f"dgl.distributed does not import in {dgl_python}: {probe.stderr.strip()[-200:]}"
+    return None
+
+
+def prepare(workdir: Path, dgl_python: str | None = None) -> None:
+    """The graph as ``.npz`` for the workers, this project's parts at 1 and 2 ranks and, given
+    ``dgl_python``, DistDGL's 2 parts (``dgl2/``)."""
     import numpy as np
 
     from lightning_gnn_dist.data import load_dataset
@@ -91,10 +110,51 @@ def prepare(workdir: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         for part in build_local_partitions(data, assignment, world_size):
             part.save(folder / f"part{part.part_id}.pt")
+    if dgl_python is not None:
+        subprocess.run(
+            [dgl_python, str(DISTDGL), "partition", "--data", str(workdir / "graph.npz")]
+            + ["--out", str(workdir / "dgl2"), "--parts", "2"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+
+
+def run_distdgl(workdir: Path, settings: dict, ranks: int) -> dict:
+    """DistDGL at ``ranks`` simulated machines (a server and a trainer each); rank 0's record,
+    trainer memory max over ranks."""
+    config = workdir / "dgl2" / "rmat.json"
+    port = 30000 + os.getpid() % 1000 * 10
+    ip_config = workdir / "ip_config.txt"
+    ip_config.write_text("".join(f"127.0.0.1 {port + 100 * m}\n" for m in range(ranks)))
+    env = {**os.environ, "DGL_IP_CONFIG": str(ip_config), "DGL_CONF_PATH": str(config)}
+    env.update(DGL_NUM_CLIENT=str(ranks), WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1")
+    env.update(MASTER_PORT=str(29500 + os.getpid() % 1000), PYTHONPATH="")
+    args = ["--config", str(config), "--data", str(workdir / "graph.npz")]
+    args += ["--epochs", str(settings["mini_epochs"]), "--hidden", str(settings["mini_hidden"])]
+    args += ["--batch-size", str(settings["batch_size"]), "--fanout"]
+    args += [str(f) for f in settings["fanout"]]
+    outs = [workdir / f"d{m}.json" for m in range(ranks)]
+    machine = str(DISTDGL.with_name("distdgl_machine.sh"))
+    procs = [
+        subprocess.Popen(
+            ["unshare", "--mount", machine, settings["dgl_python"], str(m), *args, "--out", str(o)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+        for m, o in enumerate(outs)
+    ]
+    if any(proc.wait(timeout=1800) != 0 for proc in procs):
+        raise RuntimeError(f"DistDGL at {ranks} ranks failed")
+    results = [json.loads(out.read_text()) for out in outs]
+    results[0]["data_memory_bytes"] = max(r["data_memory_bytes"] for r in results)
+    results[0]["server_peak_bytes"] = max(r["server_peak_bytes"] for r in results)
+    return results[0]
 
 
 def run_variant(workdir: Path, settings: dict, system: str, task: str, ranks: int) -> dict:
     """One variant in fresh interpreters (one per rank); rank 0's record, memory max over ranks."""
+    if system == "distdgl":
+        return run_distdgl(workdir, settings, ranks)
     python = settings["dgl_python"] if system == "dgl" else sys.executable
     base = [
         python,
@@ -137,6 +197,13 @@ def run(r: Run) -> None:
         )
     only = set(filter(None, r.args.only.split(",")))
     variants = [v for v in VARIANTS if not only or v[0] in only]
+    skipped = {}
+    if any(v[1] == "distdgl" for v in variants):
+        reason = distdgl_unavailable_reason(settings["dgl_python"])
+        if reason is not None:
+            log(f"DistDGL skipped: {reason}")
+            skipped["mini-batch SAGE | distdgl | 2"] = reason
+            variants = [v for v in variants if v[1] != "distdgl"]
     details: dict[str, list[dict]] = {}
 
     def measure(row, system, task, ranks, workdir):
@@ -148,7 +215,9 @@ def run(r: Run) -> None:
                     "wall": [rec["wall"] for rec in records],
                     "phases": [rec["phases_cpu"] for rec in records],
                     "accuracy": result["accuracy"],
+                    "steps": result["records"][0].get("steps"),
                     "memory_mib": result["data_memory_bytes"] / 2**20,
+                    "server_mib": result.get("server_peak_bytes", 0) / 2**20,
                     "torch": result["torch"],
                 }
             )
@@ -159,16 +228,20 @@ def run(r: Run) -> None:
 
     with tempfile.TemporaryDirectory(prefix="peer_dgl_") as tmp:
         workdir = Path(tmp)
-        prepare(workdir)
+        distdgl = any(v[1] == "distdgl" for v in variants)
+        prepare(workdir, settings["dgl_python"] if distdgl else None)
         samples = run_rounds(
             {f"{v[0]} | {v[1]} | {v[3]}": measure(*v, workdir) for v in variants}, r.repeats
         )
     rows = []
+    walls = {key: [run_["wall"] for run_ in runs] for key, runs in details.items()}
     for row, system, _task, ranks in variants:
         key, peer = f"{row} | {system} | {ranks}", f"{row} | dgl | 1"
         runs = details[key]
         phases = sorted({p for run_ in runs for rec in run_["phases"] for p in rec})
         over = ratio(samples[key], samples[peer]) if peer in samples else None
+        dist_peer = f"{row} | distdgl | {ranks}"
+        wall_over = ratio(walls[key], walls[dist_peer]) if dist_peer in walls else None
         rows.append(
             {
                 "setting": row,
@@ -178,18 +251,26 @@ def run(r: Run) -> None:
                 "wall_s": pooled_median([run_["wall"] for run_ in runs]),
                 "cpu_over_dgl": None if over is None else over.value,
                 "cpu_over_dgl_per_round": None if over is None else list(over.per_round),
+                "wall_over_distdgl": None if wall_over is None else wall_over.value,
+                "wall_over_distdgl_per_round": None
+                if wall_over is None
+                else list(wall_over.per_round),
+                "steps_per_epoch": runs[0]["steps"],
                 "phases_cpu_s": {
                     p: pooled_median([[rec.get(p, 0.0) for rec in run_["phases"]] for run_ in runs])
                     for p in phases
                 },
                 "accuracy": pooled_median([[run_["accuracy"]] for run_ in runs]),
                 "data_memory_mib": max(run_["memory_mib"] for run_ in runs),
+                "server_peak_mib": max(run_["server_mib"] for run_ in runs) or None,
                 "torch": runs[0]["torch"],
                 "epochs_timed": len(pooled(samples[key])),
             }
         )
         r.report.update(
-            settings={k: v for k, v in settings.items() if k != "dgl_python"}, rows=rows
+            settings={k: v for k, v in settings.items() if k != "dgl_python"},
+            rows=rows,
+            skipped=skipped,
         )
         r.save()
 
@@ -206,11 +287,16 @@ def render(report: dict) -> str:
             "CPU ÷ DGL": "—"
             if row["cpu_over_dgl"] is None
             else ratio_cell(row["cpu_over_dgl"], row["cpu_over_dgl_per_round"]),
+            "wall ÷ DistDGL": "—"
+            if row.get("wall_over_distdgl") is None
+            else ratio_cell(row["wall_over_distdgl"], row["wall_over_distdgl_per_round"]),
+            "steps/epoch": row.get("steps_per_epoch") or "—",
             "phases (CPU s/epoch)": ", ".join(
                 f"{k} {v:.3f}" for k, v in row["phases_cpu_s"].items()
             ),
             "test acc": f"{row['accuracy']:.3f}",
-            "data MiB": f"{row['data_memory_mib']:.0f}",
+            "data MiB": f"{row['data_memory_mib']:.0f}"
+            + (f" (+ server {row['server_peak_mib']:.0f})" if row.get("server_peak_mib") else ""),
             "torch": row["torch"],
         }
         for row in report["rows"]
@@ -224,7 +310,15 @@ def render(report: dict) -> str:
         "of per-epoch CPU seconds over DGL's in the same rounds (per-round range). Data memory: "
         "peak RSS − RSS after imports, max over ranks. `ours+prefetch` samples the next batch in "
         "a background thread (its sample phase is the wait for the batch).\n\n"
+        "`distdgl`: DGL's distributed training, one graph server and one trainer per simulated "
+        "machine (METIS, training vertices balanced, split evenly by `node_split`); its CPU "
+        "includes its server's (the `server` phase, remote sampling and feature pulls), its data "
+        "memory is the trainer's with the server's peak RSS in parentheses (the server holds the "
+        "part's graph and features). wall ÷ DistDGL: pooled median of per-epoch wall seconds over "
+        "DistDGL's at the same ranks, per-round range; steps/epoch differ where this project's "
+        "METIS part holds more training vertices than the even split.\n\n"
         + markdown_table(rows, columns)
+        + "".join(f"\n`{key}` skipped: {why}\n" for key, why in report.get("skipped", {}).items())
     )
 
 

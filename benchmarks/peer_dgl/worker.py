@@ -62,7 +62,9 @@ def train(args, data, model, batches, epochs):
         phases = Phases()
         c, w = time.process_time(), time.perf_counter()
         model.train()
+        steps = 0
         for forward, target in batches(phases):
+            steps += 1
             out = phases("forward", forward)
 
             def backward(out=out, target=target):
@@ -78,6 +80,7 @@ def train(args, data, model, batches, epochs):
                 "wall": time.perf_counter() - w,
                 "phases_cpu": phases.cpu,
                 "phases_wall": phases.wall,
+                "steps": steps,
             }
         )
     return records

@@ -67,7 +67,7 @@ class CSRAdjacency:
             torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
             perm = torch.sort(row, stable=True).indices
             col = col[perm]
-        return cls(num_rows, num_cols, crow.to(dtype), col.to(dtype), perm.to(dtype))
+        return cls(num_rows, num_cols, crow.to(dtype), unlinked(col.to(dtype)), perm.to(dtype))
 
     @property
     def num_entries(self) -> int:
@@ -139,12 +139,20 @@ def tensor_version(tensor: Tensor) -> int | None:
     return None if tensor.is_inference() else tensor._version
 
 
+def unlinked(tensor: Tensor) -> Tensor:
+    """``tensor`` sharing its storage but not linked to the tensor it is a view of (no copy), so
+    it may be kept in that tensor's :func:`tensor_cache`."""
+    return tensor.detach() if tensor._is_view() else tensor
+
+
 def tensor_cache(tensor: Tensor) -> dict:
     """A dict stored on the tensor object itself, emptied when the tensor is modified in place.
 
     Structures derived from a partition's or a batch's ``edge_index`` (its CSR, its GCN
     normalisation) live as long as the tensor, which every layer of every step reuses, and no
-    longer.
+    longer. What is stored must not hold a *view* of ``tensor`` (use :func:`unlinked`): a view
+    keeps its base alive from C++, where Python's garbage collector cannot see the cycle, so the
+    tensor and its cache would never be freed (a sampled batch's, once per step).
     """
     key = (tensor.data_ptr(), tuple(tensor.shape), tensor_version(tensor))
     cached = getattr(tensor, "_lgd_cache", None)
@@ -205,7 +213,7 @@ def hop_prefix(edge_index: Tensor, num_edges: int) -> Tensor:
         return edge_index
     prefixes = tensor_cache(edge_index).setdefault("hop_prefix", {})
     if num_edges not in prefixes:
-        prefixes[num_edges] = edge_index[:, :num_edges]
+        prefixes[num_edges] = unlinked(edge_index[:, :num_edges])
     return prefixes[num_edges]
 
 

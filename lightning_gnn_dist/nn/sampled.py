@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from lightning_gnn_dist.comm.counters import CommCounter
-from lightning_gnn_dist.data.csr import CSRAdjacency, tensor_cache
+from lightning_gnn_dist.data.csr import CSRAdjacency, tensor_cache, unlinked
 from lightning_gnn_dist.data.graph import gcn_norm_weights
 from lightning_gnn_dist.nn.context import GraphContext
 from lightning_gnn_dist.nn.spmm import SparseMatrix
@@ -152,7 +152,11 @@ class SampledBatchContext(GraphContext):
             edges, weight = self.partition.gcn_edge_weight(
                 add_self_loops, improved, normalize, edge_index, num_rows
             )
-            cache[key] = (edges, edges[:, :0], (weight, weight[:0]))
+            cache[key] = (  # no view of edge_index in its own cache (data.csr.tensor_cache)
+                unlinked(edges),
+                edges.new_empty(2, 0),
+                (unlinked(weight), weight.new_empty(0)),
+            )
         return cache[key]
 
     def gcn_matrices(

@@ -188,3 +188,30 @@ def test_feature_fetch_codec_counts_encoded_bytes():
             assert r["received"] == r["rows_received"] * row[codec]
             assert r["meta_sent"] == r["meta_rows"] * 16 == r["rows_sent"] * 16  # (id, label)
             assert r["rows_received"] == int(remote.sum()) == r["requested"]
+
+
+def test_batches_and_their_cached_matrices_are_freed_after_the_step():
+    # Caching a view of a batch's edge_index (a hop prefix, a CSR column) on that tensor made a
+    # cycle through C++ that gc cannot collect: every batch stayed alive (~1.5 MiB per step on
+    # the peer benchmark's graph).
+    import gc
+    import weakref
+
+    from lightning_gnn_dist.nn.sampled import SampledBatchContext
+
+    graph = _graph()
+    loader = NeighborLoader(
+        LocalGraphStore(graph), [3, 2], torch.ones(graph.num_nodes, dtype=torch.bool),
+        batch_size=16, num_steps=3,
+    )  # fmt: skip
+    model, alive = _model(), []
+    for batch in loader:
+        trim = {"num_nodes": batch.num_sampled_nodes, "num_edges": batch.num_sampled_edges}
+        model.trim = True
+        model(batch.x, batch.edge_index, **trim).sum().backward()
+        context = SampledBatchContext.from_batch(batch)  # GCN without self loops: edges as given
+        context.gcn_matrices(False, False, True, batch.edge_index, int(batch.num_nodes))
+        alive.append(weakref.ref(batch.edge_index))
+        del batch, context
+    gc.collect()
+    assert [ref() is None for ref in alive] == [True] * 3
