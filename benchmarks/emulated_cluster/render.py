@@ -326,6 +326,21 @@ def _cost_model(cells: dict, shaped: list[str], bws: list[str]) -> str:
             f"extra communication time on the link): {min(anchored):.2f} to "
             f"{max(anchored):.2f}."
         )
+    duplex = any(
+        (cells[bw].get("network") or {}).get("duplex_bandwidth_bytes_per_s") for bw in shaped
+    )
+    if not duplex:  # a run of the model before the duplex calibration: say so, as it was
+        return (
+            "**Cost model** (the model of this run, before the duplex calibration: one-way "
+            "bandwidth, a flat broadcast tree, compute scaled by P / cores; "
+            "`emulated_cluster_costmodel.md` has today's). `costmodel.predict_epoch`: the "
+            "partition's metrics, the compute costs calibrated on every node's core just before "
+            "each fit, the probed network of each link; predicted ms / measured ms = ratio, in "
+            "parentheses its range over rounds. "
+            + summary
+            + "\n\n"
+            + _table(["variant", *bws], rows)
+        )
     return (
         "**Cost model** (`costmodel.predict_epoch`: the partition's metrics, the compute costs "
         "calibrated on every node's core at once just before each fit (`costmodel.calibrate`, "
