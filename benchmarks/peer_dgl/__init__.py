@@ -15,7 +15,8 @@ optimiser step, halo-exchange wait), test accuracy after the fixed epochs, and d
 peak RSS − RSS after imports (max over ranks).
 
 Variants: full-batch GCN and GraphSAGE (hidden 64, dropout 0.5, Adam 0.01) with this project's
-reference models at 1 and 2 ranks (METIS, p2p halo exchange, gloo on loopback), plain PyG
+reference models at 1 and 2 ranks (METIS with the training, validation and test vertices
+balanced across parts, as DistDGL's; p2p halo exchange, gloo on loopback), plain PyG
 (``GCNConv``/``SAGEConv`` on ``edge_index``) and DGL (``GraphConv(norm="both")`` with self loops,
 ``SAGEConv("mean")``); mini-batch GraphSAGE 2×256, fan-out [25, 10] (25 neighbours of each seed;
 DGL's ``NeighborSampler([10, 25])`` lists fan-outs from the input layer), batch 1024, with this
@@ -104,7 +105,7 @@ def prepare(workdir: Path, dgl_python: str | None = None) -> None:
         assignment = (
             np.zeros(data.num_nodes, dtype=np.int64)
             if world_size == 1
-            else get_partitioner("metis", seed=0).partition(data, world_size)
+            else get_partitioner("metis", seed=0, balance_masks=True).partition(data, world_size)
         )
         folder = workdir / "parts" / str(world_size)
         folder.mkdir(parents=True, exist_ok=True)
