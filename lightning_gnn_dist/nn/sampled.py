@@ -134,6 +134,15 @@ class SampledBatchContext(GraphContext):
         )
         return cls(view, NoHalo(group))
 
+    def _layer_graph(
+        self, edge_index: Tensor | None, num_rows: int | None
+    ) -> tuple[Tensor, int, dict]:
+        """The edges a layer runs on (the whole batch unless the model trimmed it), their row
+        count, and the cache that lives as long as those edges."""
+        if edge_index is None or edge_index is self.partition.edge_index:
+            edge_index, num_rows = self.partition.edge_index, self.partition.num_nodes
+        return edge_index, num_rows, tensor_cache(edge_index)
+
     def gcn_graph(
         self,
         add_self_loops: bool,
@@ -144,9 +153,7 @@ class SampledBatchContext(GraphContext):
     ) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor]]:
         """Every edge is an owned edge: ``(edges, empty halo edges, (weights, empty))`` for the
         layer's ``edge_index`` (a model may trim the batch per layer)."""
-        if edge_index is None or edge_index is self.partition.edge_index:
-            edge_index, num_rows = self.partition.edge_index, self.partition.num_nodes
-        cache = tensor_cache(edge_index)  # lives as long as the layer's edges
+        edge_index, num_rows, cache = self._layer_graph(edge_index, num_rows)
         key = ("gcn", add_self_loops, improved, normalize, num_rows)
         if key not in cache:
             edges, weight = self.partition.gcn_edge_weight(
@@ -169,9 +176,7 @@ class SampledBatchContext(GraphContext):
     ) -> tuple[SparseMatrix, SparseMatrix]:
         """:meth:`gcn_graph` as CSR matrices: the batch's ``[num_rows × num_rows]`` and an
         empty halo matrix (no halo row exists)."""
-        if edge_index is None or edge_index is self.partition.edge_index:
-            edge_index, num_rows = self.partition.edge_index, self.partition.num_nodes
-        cache = tensor_cache(edge_index)
+        edge_index, num_rows, cache = self._layer_graph(edge_index, num_rows)
         key = ("gcn-csr", add_self_loops, improved, normalize, num_rows)
         if key not in cache:
             edges, _, (weight, _) = self.gcn_graph(

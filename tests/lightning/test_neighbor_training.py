@@ -15,6 +15,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from lightning_gnn_dist import CommunicationMonitor, GraphPartitionDataModule
 from lightning_gnn_dist.data import load_dataset
+from tests.helpers import fit_quietly
 
 DATASET = "sbm?num_nodes=400&num_classes=4&avg_degree=8&features=12&seed=3"
 LR = 0.5
@@ -78,20 +79,15 @@ def test_neighbor_loader_training_averages_gradients_over_ranks(world_size, tmp_
         batch_size=50,
         shuffle=True,
     )
-    trainer = pl.Trainer(
+    fit_quietly(
+        pl.Trainer,
+        module,
+        datamodule,
         strategy="gnn_ddp_fork",
-        accelerator="cpu",
         devices=world_size,
-        max_epochs=2,
+        epochs=2,
         callbacks=[BatchRecorder(tmp_path)],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
     )
-    trainer.fit(module, datamodule=datamodule)
 
     batches = [json.loads((tmp_path / f"batches-{r}.json").read_text()) for r in range(world_size)]
     counts = datamodule.store.meta["mask_counts"]["train_mask"]
@@ -231,20 +227,15 @@ def test_neighbor_batchnorm_statistics_are_synchronised(tmp_path):
         cache_size=20,
     )
     monitor = CommunicationMonitor(print_table=True, plot_dir=str(tmp_path / "plots"))
-    trainer = pl.Trainer(
+    fit_quietly(
+        pl.Trainer,
+        NormSAGE(),
+        datamodule,
         strategy="gnn_ddp_fork",
-        accelerator="cpu",
         devices=2,
-        max_epochs=3,
+        epochs=3,
         callbacks=[NormRecorder(tmp_path), monitor],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
     )
-    trainer.fit(NormSAGE(), datamodule=datamodule)
     ranks = [json.loads((tmp_path / f"norm-{r}.json").read_text()) for r in range(2)]
     assert ranks[0]["num_batches_tracked"] == 3 * -(
         -max(datamodule.store.meta["mask_counts"]["train_mask"]) // 50
