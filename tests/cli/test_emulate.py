@@ -120,6 +120,17 @@ def test_lightning_cli_trains_across_emulated_nodes(tmp_path, nproc_per_node):
     assert _namespaces_of(proc.pid) == []
 
 
+def _node_pids(launcher_pid: int) -> list[int]:
+    """The processes running inside a launcher's namespaces."""
+    return [
+        int(pid)
+        for name in _namespaces_of(launcher_pid)
+        for pid in subprocess.run(
+            ["ip", "netns", "pids", name], capture_output=True, text=True
+        ).stdout.split()
+    ]
+
+
 @needs_namespaces
 def test_interrupted_launchers_leave_no_namespace(tmp_path):
     """Ctrl-C (SIGINT) and SIGTERM stop the nodes and remove the namespaces before the launcher
@@ -130,21 +141,23 @@ def test_interrupted_launchers_leave_no_namespace(tmp_path):
     terminated = _launch(sleeping, tmp_path)
     killed = _launch(sleeping, tmp_path)
     launchers = (interrupted, terminated, killed)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and not all(
-        len(_namespaces_of(p.pid)) == 3 for p in launchers
-    ):
-        time.sleep(0.1)
-    assert all(len(_namespaces_of(p.pid)) == 3 for p in launchers)
-    sleepers = [
-        int(pid)
-        for name in _namespaces_of(killed.pid)
-        for pid in subprocess.run(
-            ["ip", "netns", "pids", name], capture_output=True, text=True
-        ).stdout.split()
-    ]
-    assert sleepers  # the nodes' processes of the run about to be killed
-    time.sleep(0.5)  # the nodes have started
+    try:
+        # The namespaces appear before the nodes' commands start inside them: wait for both.
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not all(
+            len(_namespaces_of(p.pid)) == 3 and len(_node_pids(p.pid)) >= 2 for p in launchers
+        ):
+            time.sleep(0.1)
+        assert all(len(_namespaces_of(p.pid)) == 3 for p in launchers)
+        sleepers = _node_pids(killed.pid)
+        assert len(sleepers) >= 2  # the nodes' processes of the run about to be killed
+    except BaseException:
+        for launcher in launchers:
+            launcher.send_signal(signal.SIGTERM)
+        for launcher in launchers:
+            launcher.communicate(timeout=30)
+        raise
+    time.sleep(0.5)  # the launchers have recorded their nodes
     interrupted.send_signal(signal.SIGINT)
     terminated.send_signal(signal.SIGTERM)
     killed.kill()
