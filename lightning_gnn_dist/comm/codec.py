@@ -10,22 +10,29 @@ codec     wire row of a ``d``-wide float32 row            bytes per row
 ``fp32``  the row itself (nothing is converted)           ``4·d``
 ``fp16``  IEEE half, stochastically rounded               ``2·d``
 ``bf16``  bfloat16, stochastically rounded                ``2·d``
-``int8``  ``d`` codes + 2-byte header (scale, zero pt.)  ``d + 2``
-``int4``  ``d`` codes packed two per byte + the same     ``ceil(d/2) + 2``
+``int8``  ``d`` codes + row header (scale, zero pt.)     ``d + 2`` (``d < 32``: ``d + 1``)
+``int4``  ``d`` codes packed two per byte + 2-byte hdr.  ``ceil(d/2) + 2``
 ========= ============================================== ==================================
 
 Integer codecs quantise each row on its own grid (AdaQP's per-row quantisation): ``q = floor(x/s +
-u·z + ε)`` with ``ε ~ U[0, 1)``, decoded as ``s·(q − u·z)``. The scale ``s`` keeps float32's 8
-exponent bits and 4 leading mantissa bits and the zero point ``z`` is 4 bits (``0 … 15``, in units
-of ``u = (2^b − 1)/15`` codes), so the header is 2 bytes (a bf16 zero point and scale took 4, which
-cost int8 0.29× instead of 0.27× of the fp32 bytes on 8-wide rows). Per row the encoder takes the
-smallest ``s`` (rounded *up*) whose grid ``[−u·z·s, (2^b − 1 − u·z)·s]`` covers the row, so every
-``x`` lies on the grid's span and the decoded row is unbiased: ``E[decode(encode(x))] = x`` (up to
-float32 rounding of the arithmetic); zero is on the grid, so zeros stay exact. The step is at most
-``range/(2^b − 1 − u)`` (one-signed rows: ``max|x|/(2^b − 1)``) times ``1 + 2⁻⁴``: within 7 %
-(int8) of the per-row min/max step when the row straddles zero, coarser for a row far from zero
-(its step follows ``max|x|``, not its range). The half-precision codecs round stochastically too
-(probability proportional to the distance to each neighbour), so every lossy codec is unbiased;
+z + ε)`` with ``ε ~ U[0, 1)``, decoded as ``s·(q − z)``. On rows of 32 or more elements the scale
+``s`` keeps float32's 8 exponent bits and 4 leading mantissa bits and the zero point ``z`` has 16
+positions, so the header is 2 bytes (a bf16 zero point and scale took 4, which cost int8 0.29×
+instead of 0.27× of the fp32 bytes on 8-wide rows). int8's narrower rows, such as a
+transform-first layer's class-wide messages, carry 1 byte: a power-of-two scale and a zero point
+at the grid's bottom or middle (on 5-wide rows the 2-byte header alone was 10 % of fp32's bytes,
+and int8 moved 0.2703× on the SBM benchmark instead of 0.264×). int4 keeps the 2-byte header on
+every row: with 15 levels, the coarser grid doubled its variance on narrow rows, and
+``"adaptive"`` then never chose it. Per row the encoder takes the smallest ``s``
+(rounded *up*) whose grid ``[−z·s, (2^b − 1 − z)·s]`` covers the row, so every ``x`` lies on the
+grid's span and the decoded row is unbiased: ``E[decode(encode(x))] = x`` (up to float32 rounding
+of the arithmetic); zero is on the grid, so zeros stay exact. On wide rows the step is at most
+``range/(2^b − 1 − u)`` (``u = (2^b − 1)/15``; one-signed rows: ``max|x|/(2^b − 1)``) times ``1 +
+2⁻⁴``: within 7 % (int8) of the per-row min/max step when the row straddles zero, coarser for a
+row far from zero (its step follows ``max|x|``, not its range); on narrow rows at most
+``2·max|x|/⌊(2^b − 1)/2⌋`` (``2·max|x|/(2^b − 1)`` for a row ≥ 0). The half-precision codecs
+round stochastically too (probability proportional to the distance to each neighbour), so every
+lossy codec is unbiased;
 ``fp16`` saturates at ±65504 instead of overflowing. The random numbers come from a generator per
 message (:meth:`CodecPolicy.generator`: seed, rank, layer, direction and a per-message counter), so
 a run is repeatable for a seed.
@@ -140,37 +147,57 @@ class HalfCodec(Codec):
 
 
 class IntCodec(Codec):
-    """``int8`` / ``int4``: per-row stochastic integer quantisation (AdaQP) with a 2-byte row
-    header; ``int4`` codes are packed two per byte (low nibble first).
+    """``int8`` / ``int4``: per-row stochastic integer quantisation (AdaQP) with a row header of
+    2 bytes, 1 byte on narrow rows (fewer than ``narrow_width`` elements); ``int4`` codes are
+    packed two per byte (low nibble first).
 
-    A row decodes as ``s·(q − u·z)``: ``q`` its codes (``0 … L``, ``L = 2^b − 1``), ``s`` its
-    scale (float32's 8 exponent bits and 4 leading mantissa bits, rounded *up*), ``z`` a 4-bit
-    zero point (``0 … 15``) in units of ``u = L/15`` codes (17 for int8, 1 for int4). Per row the
-    encoder picks the ``(z, s)`` with the smallest ``s`` whose grid ``[−u·z·s, (L − u·z)·s]``
-    covers the row, so zero is on the grid (zero rows and zero elements stay exact) and every
-    element is at most one step ``s`` from its decoded value. Header word (little-endian):
-    ``(float32 bits of s >> 19) << 4 | z``.
+    A row decodes as ``s·(q − z)``: ``q`` its codes (``0 … L``, ``L = 2^b − 1``), ``s`` its scale
+    and ``z`` its zero point in codes. Per row the encoder picks the smallest ``s`` on the header's
+    grid, over the header's zero points, whose codes ``[−z·s, (L − z)·s]`` cover the row, so zero
+    is on the grid (zero rows and zero elements stay exact) and every element is at most one step
+    ``s`` from its decoded value.
+
+    * Wide rows (2 bytes, little-endian word ``(float32 bits of s >> 19) << 4 | k``): ``s`` keeps
+      float32's 8 exponent bits and 4 leading mantissa bits (rounded *up*), ``z = k·u`` with
+      ``k = 0 … 15`` and ``u = L/15`` codes (17 for int8, 1 for int4).
+    * Narrow rows (1 byte ``e << 1 | k``): ``s = 2^(e − 96)``, a power of two (``e = 0 … 127``:
+      ``2^-96 … 2^31``), and ``z = k·⌈L/2⌉`` with ``k`` 0 or 1 (the grid starts at zero or is
+      centred on it). The step is at most twice the wide header's, but on a 5-wide row the
+      second byte is 1/20 of its fp32 bytes. Rows beyond ``L·2^31`` (``5.5e11`` for int8)
+      saturate, like ``fp16`` beyond 65504.
     """
 
     header_bytes: ClassVar[int] = 2
     zero_steps: ClassVar[int] = 15
-    _dropped_bits: ClassVar[int] = 19  # float32 mantissa bits the scale does not keep
+    _dropped_bits: ClassVar[int] = 19  # float32 mantissa bits the wide scale does not keep
+    _narrow_exponents: ClassVar[tuple[int, int]] = (127 - 96, 127 + 31)  # float32 exponent fields
 
-    def __init__(self, bits: int) -> None:
-        self.bits, self.name = bits, f"int{bits}"
+    def __init__(self, bits: int, narrow_width: int = 0) -> None:
+        """``bits`` per code; rows of fewer than ``narrow_width`` elements carry the 1-byte
+        header (``0``: none do)."""
+        self.bits, self.name, self.narrow_width = bits, f"int{bits}", narrow_width
         self.levels = 2**bits - 1
         self.unit = self.levels // self.zero_steps
 
     def _payload(self, width: int) -> int:
         return width if self.bits == 8 else (width + 1) // 2
 
+    def _header_bytes(self, width: int) -> int:
+        return 1 if width < self.narrow_width else self.header_bytes
+
     def row_bytes(self, width: int, element_size: int = 4) -> int:
-        return self._payload(width) + self.header_bytes
+        return self._payload(width) + self._header_bytes(width)
+
+    def zero_unit(self, width: int) -> int:
+        """Codes per step of the zero point of ``width``-wide rows (``z = k·zero_unit``)."""
+        return (self.levels + 1) // 2 if width < self.narrow_width else self.unit
 
     def _grid(self, rows: Tensor) -> tuple[Tensor, Tensor]:
         """``[n, d]`` float32 rows → ``([n]`` scales (already on the header's grid),
-        ``[n]`` int64 zero points``)``: the smallest scale whose grid covers each row."""
-        below = (self.unit * torch.arange(self.zero_steps + 1, device=rows.device)).float()
+        ``[n]`` int64 zero-point steps ``k``)``: the smallest scale whose grid covers each row."""
+        width = rows.size(1)
+        steps = self.zero_steps if width >= self.narrow_width else 1
+        below = (self.zero_unit(width) * torch.arange(steps + 1, device=rows.device)).float()
         above = self.levels - below
         low = rows.amin(1, keepdim=True).neg_().clamp_(min=0)  # how far below zero
         high = rows.amax(1, keepdim=True).clamp_(min=0)
@@ -180,35 +207,49 @@ class IntCodec(Codec):
             torch.where(high > 0, high / above, torch.zeros_like(above)),
         )
         scale, zero = need.min(1)
-        mask = (1 << self._dropped_bits) - 1
+        dropped = self._dropped_bits if width >= self.narrow_width else 23
+        mask = (1 << dropped) - 1
         bits = (scale.contiguous().view(torch.int32) + mask) & ~mask  # round up, positive floats
+        if width < self.narrow_width:
+            lowest, highest = self._narrow_exponents
+            bits = bits.clamp(lowest << 23, highest << 23)
         return bits.view(torch.float32), zero
 
     def header(self, wire: Tensor, width: int) -> tuple[Tensor, Tensor]:
         """``([n]`` float32 scales, ``[n]`` int64 zero points in codes``)`` of ``wire``'s rows."""
         payload = self._payload(width)
-        raw = wire[:, payload : payload + 2].to(torch.int32)
-        word = raw[:, 0] | (raw[:, 1] << 8)
-        scale = ((word >> 4) << self._dropped_bits).contiguous().view(torch.float32)
-        return scale, (word & 0xF).to(torch.int64) * self.unit
+        if width < self.narrow_width:
+            byte = wire[:, payload].to(torch.int32)
+            bits = ((byte >> 1) + self._narrow_exponents[0]) << 23
+            scale, step = bits.view(torch.float32), byte & 1
+        else:
+            raw = wire[:, payload : payload + 2].to(torch.int32)
+            word = raw[:, 0] | (raw[:, 1] << 8)
+            scale = ((word >> 4) << self._dropped_bits).contiguous().view(torch.float32)
+            step = word & 0xF
+        return scale, step.to(torch.int64) * self.zero_unit(width)
 
     def encode(self, rows: Tensor, generator: torch.Generator | None = None) -> Tensor:
         rows = rows.float()
         n, width = rows.shape
         if n == 0:
             return torch.empty(0, self.row_bytes(width), dtype=torch.uint8, device=rows.device)
-        scale, zero = self._grid(rows)
+        scale, step = self._grid(rows)
         safe = torch.where(scale > 0, scale, torch.ones_like(scale))
-        # A row with scale 0 is all zeros: t = noise and its codes are the zero point u·z = 0.
-        t = (rows / safe[:, None]).add_((self.unit * zero).float()[:, None])
+        # A row with scale 0 is all zeros: t = noise and its codes are the zero point z = 0.
+        t = (rows / safe[:, None]).add_((self.zero_unit(width) * step).float()[:, None])
         codes = t.add_(self._noise(rows, generator)).floor_().clamp_(0, self.levels)
         codes = codes.to(torch.uint8)
         if self.bits == 4:
             if width % 2:
                 codes = torch.cat([codes, codes.new_zeros(n, 1)], 1)
             codes = codes[:, 0::2] | (codes[:, 1::2] << 4)
-        word = ((scale.view(torch.int32) >> self._dropped_bits) << 4) | zero.to(torch.int32)
-        header = torch.stack([word & 0xFF, word >> 8], 1).to(torch.uint8)
+        if width < self.narrow_width:
+            exponent = (scale.view(torch.int32) >> 23) - self._narrow_exponents[0]
+            header = ((exponent << 1) | step.to(torch.int32)).to(torch.uint8)[:, None]
+        else:
+            word = ((scale.view(torch.int32) >> self._dropped_bits) << 4) | step.to(torch.int32)
+            header = torch.stack([word & 0xFF, word >> 8], 1).to(torch.uint8)
         return torch.cat([codes, header], 1)
 
     @staticmethod
@@ -232,7 +273,7 @@ CODECS: dict[str, Codec] = {
         IdentityCodec(),
         HalfCodec("fp16", torch.float16),
         HalfCodec("bf16", torch.bfloat16),
-        IntCodec(8),
+        IntCodec(8, narrow_width=32),
         IntCodec(4),
     )
 }
@@ -319,9 +360,9 @@ def quantisation_variance(rows: Tensor, bits: int) -> tuple[float, float]:
     rows = rows.detach().float()
     codec = CODECS[f"int{bits}"]
     assert isinstance(codec, IntCodec)
-    scale, zero = codec._grid(rows)
+    scale, step = codec._grid(rows)
     safe = torch.where(scale > 0, scale, torch.ones_like(scale))[:, None]
-    t = rows / safe + (codec.unit * zero).float()[:, None]
+    t = rows / safe + (codec.zero_unit(rows.size(1)) * step).float()[:, None]
     fraction = t - torch.floor(t)
     error = (scale[:, None].square() * fraction * (1 - fraction)).sum()
     return float(error), float(rows.square().sum())

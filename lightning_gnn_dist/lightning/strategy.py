@@ -122,11 +122,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             and (``loader="neighbor"``) in the loader's remote feature fetch: ``"fp32"``
             (exact, as without a codec), ``"fp16"``, ``"bf16"`` (2 bytes per element),
             ``"int8"``, ``"int4"`` (per-row stochastic integer quantisation, ``d + 2`` and
-            ``ceil(d/2) + 2`` bytes per row of width ``d``), ``"adaptive"`` (int4 or int8 per
-            layer and direction, re-chosen every epoch by the variance int4 would add; not for
-            the feature fetch); or a mapping per direction (``{"forward": "int8", "backward":
-            "bf16"}``) or per layer name (``{"convs.0": "int8", "*": "fp32"}``; the fetch is
-            layer ``"features"``). Every lossy codec is unbiased; evaluation steps always
+            ``ceil(d/2) + 2`` bytes per row of width ``d``; int8 ``d + 1`` when ``d < 32``),
+            ``"adaptive"`` (int4 or int8 per layer and direction, re-chosen every epoch by the
+            variance int4 would add; not for the feature fetch); or a mapping per direction
+            (``{"forward": "int8", "backward": "bf16"}``) or per layer name (``{"convs.0":
+            "int8", "*": "fp32"}``; the fetch is layer ``"features"``). Every lossy codec is unbiased; evaluation steps always
             exchange ``fp32``. See :mod:`lightning_gnn_dist.comm.codec`. (default: ``"fp32"``)
         codec_tolerance (float): with ``"adaptive"``, the relative variance
             ``E‖Q(x) − x‖² / ‖x‖²`` int4 may add to a layer's messages before the layer is

@@ -182,7 +182,8 @@ def test_feature_fetch_codec_counts_encoded_bytes():
             np.testing.assert_array_equal(r["x"][~remote], exact["x"][~remote])  # never sent
             error = float(np.linalg.norm(r["x"] - exact["x"]) / np.linalg.norm(exact["x"]))
             assert error == 0.0 if codec == "fp32" else 0 < error < 0.15
-            row = {"fp32": 4 * FEATURES, "bf16": 2 * FEATURES, "int8": FEATURES + 2}
+            # 6-wide rows: int8's 1-byte narrow header, int4's 2-byte one
+            row = {"fp32": 4 * FEATURES, "bf16": 2 * FEATURES, "int8": FEATURES + 1}
             row["int4"] = (FEATURES + 1) // 2 + 2
             assert r["sent"] == r["rows_sent"] * row[codec]
             assert r["received"] == r["rows_received"] * row[codec]
