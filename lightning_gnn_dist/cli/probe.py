@@ -59,6 +59,14 @@ def _parser() -> argparse.ArgumentParser:
         help="stop growing the size once one transfer takes this long (default: 0.25)",
     )
     parser.add_argument(
+        "--all-to-all-max-bytes",
+        type=int,
+        default=None,
+        metavar="B",
+        help="largest all-to-all timed, bytes one rank sends (default: 4 MiB, a halo "
+        "exchange's size; larger ones reach a TCP link's full duplex rate)",
+    )
+    parser.add_argument(
         "--backend",
         default="gloo",
         choices=["gloo", "nccl"],
@@ -85,6 +93,10 @@ def run_probe_command(argv: Sequence[str]) -> int:
         raise ValueError(f"--sizes {args.sizes!r}: give comma-separated byte counts") from None
     if args.repeats < 1:
         raise ValueError(f"--repeats {args.repeats}: give a positive integer")
+    if args.all_to_all_max_bytes is not None and args.all_to_all_max_bytes < 1:
+        raise ValueError(
+            f"--all-to-all-max-bytes {args.all_to_all_max_bytes}: give a positive byte count"
+        )
     missing = [
         v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ
     ]
@@ -97,7 +109,7 @@ def run_probe_command(argv: Sequence[str]) -> int:
     import torch
     import torch.distributed as dist
 
-    from lightning_gnn_dist.costmodel.probe import probe_network
+    from lightning_gnn_dist.costmodel.probe import ALL_TO_ALL_MAX_BYTES, probe_network
 
     device = "cpu"
     if args.backend == "nccl":
@@ -105,7 +117,14 @@ def run_probe_command(argv: Sequence[str]) -> int:
         torch.cuda.set_device(device)
     dist.init_process_group(args.backend, timeout=timedelta(seconds=120))
     try:
-        result = probe_network(node_id(), sizes, args.repeats, args.max_seconds, device)
+        result = probe_network(
+            node_id(),
+            sizes,
+            args.repeats,
+            args.max_seconds,
+            device,
+            all_to_all_max_bytes=args.all_to_all_max_bytes or ALL_TO_ALL_MAX_BYTES,
+        )
         if dist.get_rank() == 0:
             _report(result, args.json)
     finally:

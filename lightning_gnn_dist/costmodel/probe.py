@@ -13,7 +13,11 @@ fit_network`) at two levels and for one collective:
   (``all_to_all_single``); the bytes of the fit are what one rank sends to the others,
   ``(P − 1) · size``, so its bandwidth is the per-rank bandwidth when every link is busy both
   ways (the cost model's duplex bandwidth: :meth:`Network.from_probe`), and its latency is per
-  collective, not per message.
+  collective, not per message. Its sizes stop at ``all_to_all_max_bytes`` (4 MiB, once the
+  times show the bandwidth), the size of a halo exchange's messages: on TCP, a transfer both ways that long keeps ramping up (on the
+  emulated cluster's links, 4 MiB ran at 0.51–0.59 of the one-way rate and 16 MiB at 0.93), so
+  whether one more size fitted in ``max_seconds`` decided between those two readings, and an
+  exchange of a few MB runs at the first.
 
 A level that the placement of the ranks does not have (one node, one rank per node) is ``None``.
 Sizes grow ×4 until the next transfer would take more than ``max_seconds`` (the probe stays
@@ -38,6 +42,8 @@ from lightning_gnn_dist.costmodel.network import Network, fit_network
 
 #: Bytes per transfer, smallest first (64 B .. 64 MiB, ×4 steps).
 DEFAULT_SIZES = tuple(64 * 4**k for k in range(11))
+#: Largest all-to-all the probe times by default (bytes one rank sends to the others).
+ALL_TO_ALL_MAX_BYTES = 4 * 2**20
 LEVELS = ("inter_node", "intra_node", "all_to_all")
 
 
@@ -129,6 +135,13 @@ def _enough(measured: list[int], seconds: list[float], sizes: list[int], limit: 
     return next_seconds > limit and seconds[-1] >= 10 * seconds[0]
 
 
+def _past_cap(size: int, measured: list[int], seconds: list[float], cap: int) -> bool:
+    """Whether the all-to-all stops before ``size``: it is larger than ``cap`` and the sizes
+    measured so far show the bandwidth (two at least, the last ten times the first's time). On
+    a fast link (loopback, a 100 Gbit/s fabric) sizes go on past ``cap`` until they do."""
+    return size > cap and len(measured) >= 2 and seconds[-1] >= 10 * seconds[0]
+
+
 def _ping_pong(rank: int, pair: tuple[int, int], buffer: torch.Tensor, repeats: int) -> float:
     """Median one-way seconds of ``buffer`` between the two ranks of ``pair`` (others: 0)."""
     a, b = pair
@@ -174,6 +187,7 @@ def probe_network(
     repeats: int = 5,
     max_seconds: float = 0.25,
     device: torch.device | str = "cpu",
+    all_to_all_max_bytes: int = ALL_TO_ALL_MAX_BYTES,
 ) -> NetworkProbe:
     """Measure and fit the network between the ranks of the default process group (collective).
 
@@ -187,6 +201,8 @@ def probe_network(
             sizes); the median counts.
         max_seconds: see ``sizes``. (default: ``0.25``)
         device: where the buffers live (``cuda`` for NCCL).
+        all_to_all_max_bytes: the all-to-all's sizes stop here once its times show the
+            bandwidth (:func:`_past_cap`). (default: 4 MiB)
 
     Raises:
         RuntimeError: no process group, or fewer than two ranks.
@@ -223,6 +239,8 @@ def probe_network(
         levels[level] = LevelMeasurement(pair, measured, seconds, fit_network(measured, seconds))
     measured, seconds = [], []
     for size in sizes:
+        if _past_cap(size, measured, seconds, all_to_all_max_bytes):
+            break
         chunk = max(1, size // (world - 1))  # bytes to each peer: `size` to the others in all
         buffer = torch.zeros(chunk * world, dtype=torch.uint8, device=device)
         took = _agree(_all_to_all(buffer, _repeats(size, repeats)), device)

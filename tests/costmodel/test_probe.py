@@ -6,14 +6,21 @@ import json
 import pytest
 
 from lightning_gnn_dist.costmodel import Network
-from lightning_gnn_dist.costmodel.probe import _pairs, probe_network
+from lightning_gnn_dist.costmodel.probe import (
+    ALL_TO_ALL_MAX_BYTES,
+    _pairs,
+    _past_cap,
+    probe_network,
+)
 from tests.distributed import run_ranks
 
 SIZES = (64, 1 << 16, 1 << 24)  # 16 MiB: ~10 ms on loopback, above a busy machine's jitter
 
 
-def _probe(rank, world_size, nodes, sizes, max_seconds):
-    result = probe_network(nodes[rank], sizes, repeats=2, max_seconds=max_seconds)
+def _probe(rank, world_size, nodes, sizes, max_seconds, cap=ALL_TO_ALL_MAX_BYTES):
+    result = probe_network(
+        nodes[rank], sizes, repeats=2, max_seconds=max_seconds, all_to_all_max_bytes=cap
+    )
     return result.to_dict()
 
 
@@ -30,7 +37,10 @@ def test_probe_measures_both_levels_and_the_all_to_all(tmp_path):
     for level in levels.values():
         assert level["sizes"] and level["bandwidth_bytes_per_s"] > 0 and level["latency_s"] >= 0
     assert levels["inter_node"]["sizes"] == list(SIZES)
-    assert levels["all_to_all"]["sizes"] == [s // 3 * 3 for s in SIZES]  # (P-1) x per-peer bytes
+    # (P − 1) × per-peer bytes; past the all-to-all's 4 MiB only while the bandwidth hides
+    a2a = levels["all_to_all"]
+    assert a2a["sizes"] == [s // 3 * 3 for s in SIZES[: len(a2a["sizes"])]]
+    assert len(a2a["sizes"]) == 3 or a2a["seconds"][-1] >= 10 * a2a["seconds"][0]
     path = tmp_path / "net.json"
     path.write_text(json.dumps(content))
     inter = Network.from_json(path)
@@ -48,6 +58,14 @@ def test_sizes_stop_growing_once_a_transfer_would_take_too_long():
     assert all(t < 10 * seconds[0] for t in seconds[1:-1])
     assert seconds[-1] >= 10 * seconds[0] or len(measured) == len(sizes)
     assert content["levels"]["intra_node"] is None
+
+
+def test_the_all_to_all_stops_past_its_cap_once_the_bandwidth_shows():
+    cap = 1 << 22
+    assert not _past_cap(1 << 22, [64, 1 << 20], [1e-4, 1e-2], cap)  # at the cap: measured
+    assert _past_cap(1 << 24, [64, 1 << 22], [1e-4, 1e-2], cap)  # past it, bandwidth shown
+    assert not _past_cap(1 << 24, [64, 1 << 22], [1e-4, 9e-4], cap)  # not shown yet: go on
+    assert not _past_cap(1 << 24, [1 << 22], [1e-2], cap)  # a fit needs two sizes
 
 
 def test_pairs_follow_the_placement():
