@@ -73,8 +73,7 @@ def _topology(nodes: int, result: dict) -> str:
     parts.append(
         "**Network probe** (`python -m lightning_gnn_dist probe` inside the cluster: gloo "
         "ping-pong between nodes, fitted latency + bytes / bandwidth; duplex = the all-to-all's "
-        "bandwidth per rank, every link busy both ways, ÷ the ping-pong's; the second of two "
-        "probes after the rate changed, the first a warm-up, where the run records one):\n\n"
+        "bandwidth per rank, every link busy both ways, ÷ the ping-pong's):\n\n"
         + _table(["link", "fitted MB/s", "÷ nominal", "latency (µs)", "duplex MB/s"], rows)
     )
     rows = []

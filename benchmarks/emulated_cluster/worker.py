@@ -236,13 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             costs_now = measure_costs(plan)
         set_link(block["bandwidth"])
         if block.get("probe"):
-            # The connections just ran at another rate; TCP carries that state into the first
-            # probe (after 1 Gbit/s, a 250 Mbit/s all-to-all read 0.98 of the one-way rate in
-            # 2 of 2 runs while the fits then got ~0.6): the second probe is the one kept.
-            seconds = plan.get("probe_seconds", 0.2)
-            first = probe_network(node, max_seconds=seconds)
-            emit({"kind": "probe_warmup", "bandwidth": block["bandwidth"], **first.to_dict()})
-            probe = probe_network(node, max_seconds=seconds)
+            probe = probe_network(node, max_seconds=plan.get("probe_seconds", 0.2))
             emit({"kind": "probe", "bandwidth": block["bandwidth"], **probe.to_dict()})
         for name in block["variants"]:
             variant = plan["variants"][name]
