@@ -26,7 +26,7 @@ from lightning_gnn_dist.costmodel.plan import Candidate, Plan, select, timed_ind
 from lightning_gnn_dist.data.local import LocalPartition
 
 DEFAULT_TIMED_STEPS = 3
-"""Timed steps per candidate (after one warm-up step of each)."""
+"""Timed steps per candidate (after two untimed steps of each)."""
 
 
 def exchange_options(candidate: Candidate) -> dict[str, Any]:
@@ -56,11 +56,15 @@ def time_candidates(
     steps: int = DEFAULT_TIMED_STEPS,
 ) -> dict[str, float]:
     """Seconds of one GCN training step of each candidate (by ``name``): the median of
-    ``steps`` timed steps, each the slowest rank's, after one warm-up step of every candidate;
-    the candidates take turns step by step, so a load that comes and goes falls on all of them.
-    The median, not the fastest step: ranks that share cores make some modes' steps vary
-    several-fold, and the epoch a user waits for is the typical one. Collective when a process
-    group exists.
+    ``steps`` timed steps, each the slowest rank's. First every candidate runs one step (the
+    processes settle: a candidate timed first right after start-up measured 1.18× and 3.7× slow
+    on the emulated cluster); then each candidate runs one more untimed step and its ``steps``
+    timed ones in a row, as training runs them. Candidates that took turns step by step were
+    timed in links that had just carried another candidate's messages: on 200 Mbit/s links
+    ``rdm`` after ``p2p`` measured 126–130 ms against 78–84 ms in a row, in both runs, and the
+    pick missed the fastest plan by 1.17× and 1.34×. The median, not the fastest step: ranks
+    that share cores make some modes' steps vary several-fold, and the epoch a user waits for
+    is the typical one. Collective when a process group exists.
     """
     from lightning_gnn_dist.comm import make_exchange
     from lightning_gnn_dist.nn import use_graph_context
@@ -103,10 +107,10 @@ def time_candidates(
     samples: dict[str, list[float]] = {run[0]: [] for run in runs}
     try:
         for run in runs:
-            step(run, 0)  # warm-up
-        for number in range(1, steps + 1):
-            turn = number % max(len(runs), 1)
-            for run in runs[turn:] + runs[:turn]:
+            step(run, 0)  # every candidate once, while the processes settle
+        for run in runs:
+            step(run, 1)  # the links adapt to this candidate's messages
+            for number in range(2, steps + 2):
                 samples[run[0]].append(step(run, number))
     finally:
         for run in runs:
