@@ -259,6 +259,9 @@ def run_ours(args, task, data):
         num_steps=steps,
         prefetch=args.prefetch,
     )
+    # What GNNStrategy runs for the neighbour loader: DDP, whose bucketed all-reduce overlaps the
+    # backward (the full-batch rows' per-parameter hooks each wait for the other rank).
+    net = torch.nn.parallel.DistributedDataParallel(model) if world_size > 1 else model
 
     def batches(phases):
         if args.prefetch:  # the wait for the next batch is what sampling still costs the step
@@ -268,7 +271,7 @@ def run_ours(args, task, data):
                 b = batch.batch_size
                 yield (
                     (
-                        lambda batch=batch, b=b: model(
+                        lambda batch=batch, b=b: net(
                             batch.x, batch.edge_index, **_trim_args(batch)
                         )[:b]
                     ),
@@ -282,16 +285,12 @@ def run_ours(args, task, data):
             )
             b = batch.batch_size
             yield (
-                (
-                    lambda batch=batch, b=b: model(batch.x, batch.edge_index, **_trim_args(batch))[
-                        :b
-                    ]
-                ),
+                (lambda batch=batch, b=b: net(batch.x, batch.edge_index, **_trim_args(batch))[:b]),
                 batch.y[:b],
             )
         loader.epoch += 1
 
-    records = train(args, None, _Synced(model, world_size), batches, args.mini_epochs)
+    records = train(args, None, net, batches, args.mini_epochs)
     model.eval()
     context = GraphContext(part, make_exchange("p2p", part))
     with torch.no_grad(), use_graph_context(context):
