@@ -144,12 +144,20 @@ def run_distdgl(workdir: Path, settings: dict, ranks: int) -> dict:
         )
         for m, o in enumerate(outs)
     ]
+    return _rank_zero_record(
+        procs, outs, f"DistDGL at {ranks} ranks", ("data_memory_bytes", "server_peak_bytes")
+    )
+
+
+def _rank_zero_record(
+    procs: list, outs: list[Path], what: str, maxima: tuple[str, ...] = ("data_memory_bytes",)
+) -> dict:
+    """Wait for one process per rank; rank 0's record with ``maxima`` (bytes) taken over
+    ranks."""
     if any(proc.wait(timeout=1800) != 0 for proc in procs):
-        raise RuntimeError(f"DistDGL at {ranks} ranks failed")
+        raise RuntimeError(f"{what} failed")
     results = [json.loads(out.read_text()) for out in outs]
-    results[0]["data_memory_bytes"] = max(r["data_memory_bytes"] for r in results)
-    results[0]["server_peak_bytes"] = max(r["server_peak_bytes"] for r in results)
-    return results[0]
+    return {**results[0], **{key: max(r[key] for r in results) for key in maxima}}
 
 
 def run_variant(workdir: Path, settings: dict, system: str, task: str, ranks: int) -> dict:
@@ -174,11 +182,7 @@ def run_variant(workdir: Path, settings: dict, system: str, task: str, ranks: in
         subprocess.Popen([*base, "--out", str(out)], env={**env, "RANK": str(rank)})
         for rank, out in enumerate(outs)
     ]
-    if any(proc.wait(timeout=1800) != 0 for proc in procs):
-        raise RuntimeError(f"{system}:{task} at {ranks} ranks failed")
-    results = [json.loads(out.read_text()) for out in outs]
-    results[0]["data_memory_bytes"] = max(r["data_memory_bytes"] for r in results)
-    return results[0]
+    return _rank_zero_record(procs, outs, f"{system}:{task} at {ranks} ranks")
 
 
 def run(r: Run) -> None:

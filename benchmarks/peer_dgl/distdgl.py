@@ -31,11 +31,10 @@ import argparse
 import json
 import resource
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from worker import Phases, _DGLStack, accuracy_of, rss_bytes  # noqa: I001
+from worker import _DGLStack, accuracy_of, rss_bytes, train  # noqa: I001
 
 GRAPH_NAME = "rmat"
 
@@ -89,7 +88,6 @@ def trainer(args) -> None:
     import dgl
     import dgl.distributed.rpc_client as rpc_client
     import torch.distributed as dist
-    import torch.nn.functional as F
     from dgl.nn import SAGEConv
 
     machine = int(os.environ["DGL_MACHINE_ID"])
@@ -111,48 +109,28 @@ def trainer(args) -> None:
         lambda i, o: SAGEConv(i, o, "mean"), [args.in_channels, args.hidden, 16], args.dropout
     )
     model = torch.nn.parallel.DistributedDataParallel(model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     server_pid = int(os.environ["DGL_SERVER_PID"])
-    records = []
-    for _ in range(args.epochs):
-        phases = Phases()
-        c, w, s = time.process_time(), time.perf_counter(), _cpu_seconds(server_pid)
-        model.train()
-        iterator, steps = iter(loader), 0
+
+    def batches(phases):
+        iterator = iter(loader)
         while True:
             try:
-                input_nodes, seeds, blocks = phases("sample", lambda it=iterator: next(it))
+                input_nodes, seeds, blocks = phases("sample", lambda: next(iterator))
             except StopIteration:
-                break
+                return
             x = phases("gather", lambda n=input_nodes: graph.ndata["feat"][n])
             y = phases("gather", lambda n=seeds: graph.ndata["label"][n])
-            out = phases("forward", lambda x=x, blocks=blocks: model(blocks, x))
+            yield (lambda x=x, blocks=blocks: model(blocks, x)), y
 
-            def backward(out=out, y=y):
-                loss = F.cross_entropy(out, y)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-
-            phases("backward", backward)
-            steps += 1
-        served = _cpu_seconds(server_pid) - s
-        phases.cpu["server"] = served
-        records.append(
-            {
-                "cpu": time.process_time() - c + served,
-                "wall": time.perf_counter() - w,
-                "phases_cpu": phases.cpu,
-                "phases_wall": phases.wall,
-                "steps": steps,
-            }
-        )
+    records = train(
+        args, None, model, batches, args.epochs, server_cpu=lambda: _cpu_seconds(server_pid)
+    )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     result = {
         "records": records,
         "data_memory_bytes": peak - after_imports,
         "server_peak_bytes": _peak_rss(server_pid),
-        "steps": steps,
+        "steps": records[-1]["steps"],
         "torch": torch.__version__,
         "accuracy": None,
     }

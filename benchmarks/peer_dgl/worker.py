@@ -50,9 +50,12 @@ class Phases:
         return value
 
 
-def train(args, data, model, batches, epochs):
-    """Run ``epochs`` epochs of ``batches(phases)`` (yields ``(x, graph, y, ...)`` closures) and
-    return per-epoch CPU/wall seconds and phases."""
+def train(args, data, model, batches, epochs, server_cpu=None):
+    """Run ``epochs`` epochs of ``batches(phases)`` (yields ``(forward, target)``: a closure
+    giving the step's output, and its labels) and return per-epoch CPU/wall seconds, phases and
+    steps. ``server_cpu``: a function giving the cumulative CPU seconds of a process that works
+    for this one (DistDGL's graph server); its CPU over each epoch is added to the epoch's and
+    recorded as the ``server`` phase."""
     import torch
     import torch.nn.functional as F
 
@@ -61,6 +64,7 @@ def train(args, data, model, batches, epochs):
     for _ in range(epochs):
         phases = Phases()
         c, w = time.process_time(), time.perf_counter()
+        served = server_cpu() if server_cpu is not None else 0.0
         model.train()
         steps = 0
         for forward, target in batches(phases):
@@ -74,9 +78,11 @@ def train(args, data, model, batches, epochs):
                 optimizer.step()
 
             phases("backward", backward)
+        if server_cpu is not None:
+            phases.cpu["server"] = served = server_cpu() - served
         records.append(
             {
-                "cpu": time.process_time() - c,
+                "cpu": time.process_time() - c + served,
                 "wall": time.perf_counter() - w,
                 "phases_cpu": phases.cpu,
                 "phases_wall": phases.wall,
@@ -170,7 +176,6 @@ def run_dgl(args, task, data):
     records = train(args, data, model, batches, args.mini_epochs)
     model.eval()
     with torch.no_grad():  # full-neighbourhood inference, layer by layer on the whole graph
-        graph = dgl.add_self_loop(graph) if False else graph
         return records, accuracy_of(model(graph, x)[test_mask], y[test_mask])
 
 
@@ -263,30 +268,22 @@ def run_ours(args, task, data):
     # backward (the full-batch rows' per-parameter hooks each wait for the other rank).
     net = torch.nn.parallel.DistributedDataParallel(model) if world_size > 1 else model
 
+    def step(batch):
+        b = batch.batch_size
+        return lambda: net(batch.x, batch.edge_index, **_trim_args(batch))[:b], batch.y[:b]
+
     def batches(phases):
         if args.prefetch:  # the wait for the next batch is what sampling still costs the step
             iterator = iter(loader)
             for _ in range(len(loader)):
-                batch = phases("sample+gather", lambda: next(iterator))
-                b = batch.batch_size
-                yield (
-                    (
-                        lambda batch=batch, b=b: net(
-                            batch.x, batch.edge_index, **_trim_args(batch)
-                        )[:b]
-                    ),
-                    batch.y[:b],
-                )
+                yield step(phases("sample+gather", lambda: next(iterator)))
             return
-        for step, positions in enumerate(loader.batches()):
-            batch = phases(
-                "sample+gather",
-                lambda positions=positions, step=step: loader.make_batch(positions, step),
-            )
-            b = batch.batch_size
-            yield (
-                (lambda batch=batch, b=b: net(batch.x, batch.edge_index, **_trim_args(batch))[:b]),
-                batch.y[:b],
+        for number, positions in enumerate(loader.batches()):
+            yield step(
+                phases(
+                    "sample+gather",
+                    lambda positions=positions, n=number: loader.make_batch(positions, n),
+                )
             )
         loader.epoch += 1
 

@@ -35,7 +35,7 @@ _LEVEL_TITLES = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    from lightning_gnn_dist.costmodel.probe import DEFAULT_SIZES
+    from lightning_gnn_dist.costmodel.probe import ALL_TO_ALL_MAX_BYTES, DEFAULT_SIZES
 
     parser = OneLineErrorParser(
         prog="python -m lightning_gnn_dist probe",
@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--all-to-all-max-bytes",
         type=int,
-        default=None,
+        default=ALL_TO_ALL_MAX_BYTES,
         metavar="B",
         help="largest all-to-all timed, bytes one rank sends (default: 4 MiB, a halo "
         "exchange's size; larger ones reach a TCP link's full duplex rate)",
@@ -93,7 +93,7 @@ def run_probe_command(argv: Sequence[str]) -> int:
         raise ValueError(f"--sizes {args.sizes!r}: give comma-separated byte counts") from None
     if args.repeats < 1:
         raise ValueError(f"--repeats {args.repeats}: give a positive integer")
-    if args.all_to_all_max_bytes is not None and args.all_to_all_max_bytes < 1:
+    if args.all_to_all_max_bytes < 1:
         raise ValueError(
             f"--all-to-all-max-bytes {args.all_to_all_max_bytes}: give a positive byte count"
         )
@@ -109,7 +109,7 @@ def run_probe_command(argv: Sequence[str]) -> int:
     import torch
     import torch.distributed as dist
 
-    from lightning_gnn_dist.costmodel.probe import ALL_TO_ALL_MAX_BYTES, probe_network
+    from lightning_gnn_dist.costmodel.probe import probe_network
 
     device = "cpu"
     if args.backend == "nccl":
@@ -123,7 +123,7 @@ def run_probe_command(argv: Sequence[str]) -> int:
             args.repeats,
             args.max_seconds,
             device,
-            all_to_all_max_bytes=args.all_to_all_max_bytes or ALL_TO_ALL_MAX_BYTES,
+            all_to_all_max_bytes=args.all_to_all_max_bytes,
         )
         if dist.get_rank() == 0:
             _report(result, args.json)

@@ -169,6 +169,7 @@ class IntCodec(Codec):
 
     header_bytes: ClassVar[int] = 2
     zero_steps: ClassVar[int] = 15
+    _mantissa_bits: ClassVar[int] = 23  # float32's; a narrow scale keeps none of them
     _dropped_bits: ClassVar[int] = 19  # float32 mantissa bits the wide scale does not keep
     _narrow_exponents: ClassVar[tuple[int, int]] = (127 - 96, 127 + 31)  # float32 exponent fields
 
@@ -182,21 +183,26 @@ class IntCodec(Codec):
     def _payload(self, width: int) -> int:
         return width if self.bits == 8 else (width + 1) // 2
 
+    def _narrow(self, width: int) -> bool:
+        """Whether ``width``-wide rows carry the 1-byte header."""
+        return width < self.narrow_width
+
     def _header_bytes(self, width: int) -> int:
-        return 1 if width < self.narrow_width else self.header_bytes
+        return 1 if self._narrow(width) else self.header_bytes
 
     def row_bytes(self, width: int, element_size: int = 4) -> int:
         return self._payload(width) + self._header_bytes(width)
 
     def zero_unit(self, width: int) -> int:
         """Codes per step of the zero point of ``width``-wide rows (``z = k·zero_unit``)."""
-        return (self.levels + 1) // 2 if width < self.narrow_width else self.unit
+        return (self.levels + 1) // 2 if self._narrow(width) else self.unit
 
     def _grid(self, rows: Tensor) -> tuple[Tensor, Tensor]:
         """``[n, d]`` float32 rows → ``([n]`` scales (already on the header's grid),
         ``[n]`` int64 zero-point steps ``k``)``: the smallest scale whose grid covers each row."""
         width = rows.size(1)
-        steps = self.zero_steps if width >= self.narrow_width else 1
+        narrow = self._narrow(width)
+        steps = 1 if narrow else self.zero_steps
         below = (self.zero_unit(width) * torch.arange(steps + 1, device=rows.device)).float()
         above = self.levels - below
         low = rows.amin(1, keepdim=True).neg_().clamp_(min=0)  # how far below zero
@@ -207,20 +213,28 @@ class IntCodec(Codec):
             torch.where(high > 0, high / above, torch.zeros_like(above)),
         )
         scale, zero = need.min(1)
-        dropped = self._dropped_bits if width >= self.narrow_width else 23
-        mask = (1 << dropped) - 1
+        mask = (1 << (self._mantissa_bits if narrow else self._dropped_bits)) - 1
         bits = (scale.contiguous().view(torch.int32) + mask) & ~mask  # round up, positive floats
-        if width < self.narrow_width:
+        if narrow:
             lowest, highest = self._narrow_exponents
-            bits = bits.clamp(lowest << 23, highest << 23)
+            bits = bits.clamp(lowest << self._mantissa_bits, highest << self._mantissa_bits)
         return bits.view(torch.float32), zero
+
+    def _scaled(self, rows: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(scales, zero-point steps, t)`` of ``[n, d]`` float32 rows: ``t = x/s + z``, the
+        real-valued codes that stochastic rounding floors after adding ``U[0, 1)``."""
+        scale, step = self._grid(rows)
+        safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+        # A row with scale 0 is all zeros: t = 0 and its codes are the zero point z = 0.
+        zero = (self.zero_unit(rows.size(1)) * step).float()
+        return scale, step, (rows / safe[:, None]).add_(zero[:, None])
 
     def header(self, wire: Tensor, width: int) -> tuple[Tensor, Tensor]:
         """``([n]`` float32 scales, ``[n]`` int64 zero points in codes``)`` of ``wire``'s rows."""
         payload = self._payload(width)
-        if width < self.narrow_width:
+        if self._narrow(width):
             byte = wire[:, payload].to(torch.int32)
-            bits = ((byte >> 1) + self._narrow_exponents[0]) << 23
+            bits = ((byte >> 1) + self._narrow_exponents[0]) << self._mantissa_bits
             scale, step = bits.view(torch.float32), byte & 1
         else:
             raw = wire[:, payload : payload + 2].to(torch.int32)
@@ -234,18 +248,15 @@ class IntCodec(Codec):
         n, width = rows.shape
         if n == 0:
             return torch.empty(0, self.row_bytes(width), dtype=torch.uint8, device=rows.device)
-        scale, step = self._grid(rows)
-        safe = torch.where(scale > 0, scale, torch.ones_like(scale))
-        # A row with scale 0 is all zeros: t = noise and its codes are the zero point z = 0.
-        t = (rows / safe[:, None]).add_((self.zero_unit(width) * step).float()[:, None])
+        scale, step, t = self._scaled(rows)
         codes = t.add_(self._noise(rows, generator)).floor_().clamp_(0, self.levels)
         codes = codes.to(torch.uint8)
         if self.bits == 4:
             if width % 2:
                 codes = torch.cat([codes, codes.new_zeros(n, 1)], 1)
             codes = codes[:, 0::2] | (codes[:, 1::2] << 4)
-        if width < self.narrow_width:
-            exponent = (scale.view(torch.int32) >> 23) - self._narrow_exponents[0]
+        if self._narrow(width):
+            exponent = (scale.view(torch.int32) >> self._mantissa_bits) - self._narrow_exponents[0]
             header = ((exponent << 1) | step.to(torch.int32)).to(torch.uint8)[:, None]
         else:
             word = ((scale.view(torch.int32) >> self._dropped_bits) << 4) | step.to(torch.int32)
@@ -360,9 +371,7 @@ def quantisation_variance(rows: Tensor, bits: int) -> tuple[float, float]:
     rows = rows.detach().float()
     codec = CODECS[f"int{bits}"]
     assert isinstance(codec, IntCodec)
-    scale, step = codec._grid(rows)
-    safe = torch.where(scale > 0, scale, torch.ones_like(scale))[:, None]
-    t = rows / safe + (codec.zero_unit(rows.size(1)) * step).float()[:, None]
+    scale, _, t = codec._scaled(rows)
     fraction = t - torch.floor(t)
     error = (scale[:, None].square() * fraction * (1 - fraction)).sum()
     return float(error), float(rows.square().sum())

@@ -246,10 +246,18 @@ def predict_epoch(
                 )
                 continue
             received = peer.sum(axis=0).astype(float)
-            messages = np.maximum((peer > 0).sum(axis=1), (peer > 0).sum(axis=0))
-            comm += network.exchange_seconds(sent * element, received * element, messages)
+            comm += network.exchange_seconds(
+                sent * element, received * element, _message_counts(peer)
+            )
     comm += _allreduce_seconds(layers, network, P, dtype_bytes)
     return EpochEstimate(np.asarray(compute, dtype=float), comm, bytes_sent, inter_bytes)
+
+
+def _message_counts(rows: np.ndarray) -> np.ndarray:
+    """``[P]`` messages each rank waits for in an exchange of the ``[P, P]`` row matrix
+    (``rows[p, q]``: rows ``p`` sends ``q``): the larger of the peers it sends to and receives
+    from."""
+    return np.maximum((rows > 0).sum(axis=1), (rows > 0).sum(axis=0))
 
 
 def _allreduce_seconds(layers, network: Network, size: int, dtype_bytes: int) -> float:
@@ -331,17 +339,14 @@ def _two_level_seconds(
     cross = node[:, None] != node[None, :]
     intra, inter = np.where(cross, 0, peer), np.where(cross, peer, 0)
 
-    def messages(rows: np.ndarray) -> np.ndarray:
-        return np.maximum((rows > 0).sum(axis=1), (rows > 0).sum(axis=0))
-
     element = float(element)
     intra_s = levels.intra_node.exchange_seconds(
-        intra.sum(axis=1) * element, intra.sum(axis=0) * element, messages(intra)
+        intra.sum(axis=1) * element, intra.sum(axis=0) * element, _message_counts(intra)
     )
     out = np.bincount(node, weights=inter.sum(axis=1), minlength=topology.num_nodes)
     into = np.bincount(node, weights=inter.sum(axis=0), minlength=topology.num_nodes)
     inter_s = levels.inter_node.exchange_seconds(
-        out[node] * element, into[node] * element, messages(inter)
+        out[node] * element, into[node] * element, _message_counts(inter)
     )
     return intra_s + inter_s if sequential else np.maximum(intra_s, inter_s)
 
@@ -445,8 +450,7 @@ def _predict_rdm(metrics, dims, costs, network, cores, dtype_bytes, order, repli
                 transfers += [layout.gather_elements_sent(w) for w in pas.spmm_widths]
             for sent in transfers:
                 out, into = sent.sum(axis=1) * dtype_bytes, sent.sum(axis=0) * dtype_bytes
-                peers = np.maximum((sent > 0).sum(axis=1), (sent > 0).sum(axis=0))
-                comm += network.exchange_seconds(out, into, peers)
+                comm += network.exchange_seconds(out, into, _message_counts(sent))
                 bytes_sent += out
     compute = np.asarray(compute, dtype=float) + costs.step_seconds
     if cores is not None and P > cores:

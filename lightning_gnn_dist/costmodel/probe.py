@@ -14,10 +14,10 @@ fit_network`) at two levels and for one collective:
   ``(P − 1) · size``, so its bandwidth is the per-rank bandwidth when every link is busy both
   ways (the cost model's duplex bandwidth: :meth:`Network.from_probe`), and its latency is per
   collective, not per message. Its sizes stop at ``all_to_all_max_bytes`` (4 MiB, once the
-  times show the bandwidth), the size of a halo exchange's messages: on TCP, a transfer both ways that long keeps ramping up (on the
-  emulated cluster's links, 4 MiB ran at 0.51–0.59 of the one-way rate and 16 MiB at 0.93), so
-  whether one more size fitted in ``max_seconds`` decided between those two readings, and an
-  exchange of a few MB runs at the first.
+  times show the bandwidth), the size of a halo exchange's messages: on TCP, a transfer both
+  ways keeps ramping up with its size (on the emulated cluster's links, 4 MiB ran at 0.51–0.59
+  of the one-way rate and 16 MiB at 0.93), so whether one more size fitted in ``max_seconds``
+  decided between those two readings, and an exchange of a few MB runs at the first.
 
 A level that the placement of the ranks does not have (one node, one rank per node) is ``None``.
 Sizes grow ×4 until the next transfer would take more than ``max_seconds`` (the probe stays
