@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from worker import _DGLStack, accuracy_of, rss_bytes, train  # noqa: I001
+from worker import _DGLStack, accuracy_of, dgl_batches, rss_bytes, train  # noqa: I001
 
 GRAPH_NAME = "rmat"
 
@@ -111,17 +111,7 @@ def trainer(args) -> None:
     model = torch.nn.parallel.DistributedDataParallel(model)
     server_pid = int(os.environ["DGL_SERVER_PID"])
 
-    def batches(phases):
-        iterator = iter(loader)
-        while True:
-            try:
-                input_nodes, seeds, blocks = phases("sample", lambda: next(iterator))
-            except StopIteration:
-                return
-            x = phases("gather", lambda n=input_nodes: graph.ndata["feat"][n])
-            y = phases("gather", lambda n=seeds: graph.ndata["label"][n])
-            yield (lambda x=x, blocks=blocks: model(blocks, x)), y
-
+    batches = dgl_batches(loader, model, graph.ndata["feat"], graph.ndata["label"])
     records = train(
         args, None, model, batches, args.epochs, server_cpu=lambda: _cpu_seconds(server_pid)
     )

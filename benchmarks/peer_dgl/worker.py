@@ -163,20 +163,29 @@ def run_dgl(args, task, data):
         lambda i, o: SAGEConv(i, o, "mean"), [x.size(1), args.mini_hidden, 16], args.dropout
     )
 
+    records = train(args, data, model, dgl_batches(loader, model, x, y), args.mini_epochs)
+    model.eval()
+    with torch.no_grad():  # full-neighbourhood inference, layer by layer on the whole graph
+        return records, accuracy_of(model(graph, x)[test_mask], y[test_mask])
+
+
+def dgl_batches(loader, model, features, labels):
+    """``batches(phases)`` for :func:`train` over a DGL block loader (``DataLoader`` or
+    DistDGL's ``DistNodeDataLoader``): sampling, then gathering the input rows and the seeds'
+    labels from ``features``/``labels`` (tensors, or a ``DistGraph``'s ``ndata``)."""
+
     def batches(phases):
         iterator = iter(loader)
         while True:
             try:
-                input_nodes, output_nodes, blocks = phases("sample", lambda: next(iterator))
+                input_nodes, seeds, blocks = phases("sample", lambda: next(iterator))
             except StopIteration:
                 return
-            h = phases("gather", lambda nodes=input_nodes: x[nodes])
-            yield (lambda h=h, blocks=blocks: model(blocks, h)), y[output_nodes]
+            x = phases("gather", lambda n=input_nodes: features[n])
+            y = phases("gather", lambda n=seeds: labels[n])
+            yield (lambda x=x, blocks=blocks: model(blocks, x)), y
 
-    records = train(args, data, model, batches, args.mini_epochs)
-    model.eval()
-    with torch.no_grad():  # full-neighbourhood inference, layer by layer on the whole graph
-        return records, accuracy_of(model(graph, x)[test_mask], y[test_mask])
+    return batches
 
 
 class _DGLStack:  # built lazily so the class body needs no torch import
