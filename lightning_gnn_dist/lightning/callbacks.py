@@ -120,12 +120,17 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     ``comm/seconds_avg``/``comm/seconds_max`` and ``comm/compute_seconds_avg`` (training step time
     minus exchange wait) and, from every rank's seconds, the critical path:
     ``comm/compute_seconds_max``/``_mean``, ``comm/wait_seconds_max``/``_mean`` and
-    ``comm/critical_path_ratio`` (max ÷ mean compute; see :func:`rank_timing`). Values are
+    ``comm/critical_path_ratio`` (max ÷ mean compute; see :func:`rank_timing`). On several nodes
+    (``Trainer(num_nodes > 1)``) each record also has ``inter_node_bytes_total``,
+    ``intra_node_bytes_total`` (bytes sent to ranks on other nodes and on the sender's own node;
+    ``-1`` when the mode does not count bytes per receiving rank) and
+    ``predicted_inter_node_bytes_total``, logged and shown in the table. Values are
     gathered from all ranks and written by rank 0 to every logger of the Trainer (CSV,
     TensorBoard, ...), step = epoch; :attr:`last_logged` holds them. :attr:`history` keeps one
     row per layer, direction and epoch; :meth:`table` renders the last epoch. :attr:`rank_history` keeps, per epoch, the
     per-rank arrays the plots draw (bytes per rank pair, measured and predicted; rows sent and
-    received; compute and exchange-wait seconds).
+    received; compute and exchange-wait seconds) and the launch's ``topology`` (``None`` on one
+    node).
 
     With ``exchange="rdm"`` the records are redistributions (``forward``/``backward``) and panel
     exchanges (``forward-panel``/``backward-panel``) of each layer, their ``rows`` are elements,
@@ -146,8 +151,9 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         print_table (bool): print the last epoch's table on rank 0 when training ends.
             (default: ``False``)
         plot_dir (str, optional): when training ends, rank 0 writes ``comm_matrix.png``,
-            ``balance.png`` and ``comm_vs_compute.png`` (see :mod:`lightning_gnn_dist.plots`;
-            needs the ``plot`` extra) into this folder and adds the same figures to every logger
+            ``balance.png`` and ``comm_vs_compute.png`` (and, when ``num_nodes > 1``,
+            ``node_traffic.png``: each node's bytes sent to other nodes and within the node; see
+            :mod:`lightning_gnn_dist.plots`; needs the ``plot`` extra) into this folder and adds the same figures to every logger
             that has ``add_figure`` (TensorBoard) under ``comm/<name>``. (default: ``None``)
     """
 
@@ -277,6 +283,7 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
                 # None when the exchange mode does not split its bytes by receiving rank
                 "peer_bytes": peer_matrix.numpy() if per_peer else None,
                 "predicted_peer_bytes": predicted_matrix,
+                "topology": topology,  # None on one node
                 "bytes_sent": float(stats[:, :, _FIELDS.index("bytes_sent")].sum()),
                 "rows_sent": stats[:, :, _FIELDS.index("rows_sent")].sum(1).numpy(),
                 "rows_received": stats[:, :, _FIELDS.index("rows_received")].sum(1).numpy(),
@@ -349,10 +356,11 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             self._write_figures(trainer, self.figures(store.metrics))
 
     def figures(self, metrics) -> dict[str, Any]:
-        """``{"comm_matrix", "balance", "comm_vs_compute"}`` matplotlib figures: the last epoch's
-        bytes per rank pair (measured next to predicted; left out when the exchange mode does not
-        count bytes per receiving rank) and per-rank balance (``metrics`` gives owned vertices and
-        non-zeros), and seconds and bytes over all epochs."""
+        """``{"comm_matrix", "node_traffic", "balance", "comm_vs_compute"}`` matplotlib figures:
+        the last epoch's bytes per rank pair (measured next to predicted) and, on several nodes,
+        the same bytes split per node into inter- and intra-node (both left out when the exchange
+        mode does not count bytes per receiving rank); per-rank balance (``metrics`` gives owned
+        vertices and non-zeros); and seconds and bytes over all epochs."""
         from lightning_gnn_dist.plots import partition as plots
 
         last = self.rank_history[-1]
@@ -362,6 +370,13 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             figures["comm_matrix"] = plots.communication_matrix_figure(
                 last["peer_bytes"], last["predicted_peer_bytes"], f"halo exchange, epoch {epoch}"
             )
+            if last.get("topology") is not None:
+                figures["node_traffic"] = plots.node_traffic_figure(
+                    last["peer_bytes"],
+                    last["predicted_peer_bytes"],
+                    last["topology"],
+                    f"halo exchange by node, epoch {epoch}",
+                )
         return figures | {
             "balance": plots.balance_figure(
                 metrics.part_sizes,

@@ -1,7 +1,8 @@
 """Figures of the communication and the partition (matplotlib, the optional ``plot`` extra).
 
 :mod:`.partition` draws what the partition metrics and the communication counters measure
-(rank-pair byte matrices, per-rank balance, communication vs compute, partitioner comparisons);
+(rank-pair byte matrices, their inter-/intra-node split on several nodes, per-rank balance,
+communication vs compute, partitioner comparisons);
 :mod:`.cached` draws the ``cached`` exchange's send log. Importing this package does not import
 matplotlib: each function does, and :func:`require_matplotlib` says how to install it.
 """
@@ -13,6 +14,7 @@ from lightning_gnn_dist.plots.partition import (
     comm_compute_figure,
     communication_matrix_figure,
     human_bytes,
+    node_traffic_figure,
     partition_comparison_figure,
     require_matplotlib,
     save_figure,
@@ -24,6 +26,7 @@ __all__ = [
     "comm_compute_figure",
     "communication_matrix_figure",
     "human_bytes",
+    "node_traffic_figure",
     "partition_comparison_figure",
     "plot_send_epochs",
     "require_matplotlib",

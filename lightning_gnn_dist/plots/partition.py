@@ -10,7 +10,7 @@ callbacks (:class:`~lightning_gnn_dist.lightning.callbacks.CommunicationMonitor`
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from lightning_gnn_dist.partition.metrics import PartitionMetrics
+    from lightning_gnn_dist.partition.placement import Topology
 
 MAX_TICKS = 16
 ROWS_SUMMED = (
@@ -63,10 +64,11 @@ def _rank_ticks(ax: Axes, num_ranks: int, axis: str = "x") -> None:
     (ax.set_xticks if axis == "x" else ax.set_yticks)(ticks)
 
 
-def _bytes_formatter():
+def _value_formatter(human: Callable[[float], str] = human_bytes):
+    """Axis and colour-bar ticks written by ``human`` (bytes in human units by default)."""
     from matplotlib.ticker import FuncFormatter
 
-    return FuncFormatter(lambda v, _: human_bytes(v))
+    return FuncFormatter(lambda v, _: human(v))
 
 
 def communication_matrix_figure(
@@ -85,36 +87,161 @@ def communication_matrix_figure(
     panels = [("measured", measured)]
     if predicted is not None:
         panels.append(("predicted from the partition", np.asarray(predicted, dtype=np.float64)))
-    num_ranks = measured.shape[0]
-    side = min(7.0, 3.5 + 0.06 * num_ranks)
+    side = min(7.0, 3.5 + 0.06 * measured.shape[0])
     fig = _new_figure(max(9.0, side * len(panels) + 1.2), side + 0.5)
     vmax = max(float(p.max()) for _, p in panels) or 1.0
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (name, matrix) in zip(axes, panels, strict=True):
-        image = ax.imshow(matrix, cmap="viridis", vmin=0, vmax=vmax, interpolation="nearest")
+        image = _heat_map(ax, matrix, vmax, "rank")
         ax.set_title(f"{name}: {human_bytes(matrix.sum())} in total")
-        ax.set_xlabel("receiving rank")
-        ax.set_ylabel("sending rank")
-        _rank_ticks(ax, num_ranks, "x")
-        _rank_ticks(ax, num_ranks, "y")
-        if num_ranks <= 8:
-            for (row, col), value in np.ndenumerate(matrix):
-                if value:
-                    colour = "black" if value > 0.6 * vmax else "white"
-                    ax.text(col, row, human_bytes(value), ha="center", va="center", color=colour)
-    colourbar = fig.colorbar(image, ax=list(axes), shrink=0.85)
-    colourbar.set_label("bytes per epoch")
-    colourbar.formatter = _bytes_formatter()
-    colourbar.update_ticks()
-    verdict = ""
-    if predicted is not None:
-        verdict = (
-            " — measured equals predicted"
-            if np.array_equal(panels[0][1], panels[1][1])
-            else " — MEASURED DIFFERS FROM PREDICTED"
-        )
+    _colour_bar(fig, image, list(axes), "bytes per epoch")
+    verdict = _verdict(panels[0][1], panels[1][1] if predicted is not None else None)
     fig.suptitle(f"{title}{verdict}\nbytes per rank pair, forward + backward, all layers")
     return fig
+
+
+def _heat_map(ax: Axes, matrix: np.ndarray, vmax: float, what: str, human: Callable = human_bytes):
+    """Draw ``[n, n]`` traffic, sender per row and receiver per column (masked cells blank), with
+    at most :data:`MAX_TICKS` labels per axis and each non-zero value written in its cell up to
+    ``8 × 8``; returns the image (for :func:`_colour_bar`)."""
+    size = matrix.shape[0]
+    image = ax.imshow(matrix, cmap="viridis", vmin=0, vmax=vmax, interpolation="nearest")
+    ax.set_xlabel(f"receiving {what}")
+    ax.set_ylabel(f"sending {what}")
+    _rank_ticks(ax, size, "x")
+    _rank_ticks(ax, size, "y")
+    if size <= 8:
+        blank = np.ma.getmaskarray(matrix)
+        for (row, col), value in np.ndenumerate(np.ma.getdata(matrix)):
+            if value and not blank[row, col]:
+                colour = "black" if value > 0.6 * vmax else "white"
+                ax.text(col, row, human(value), ha="center", va="center", color=colour)
+    return image
+
+
+def _colour_bar(fig: Figure, image, axes, label: str, human: Callable = human_bytes) -> None:
+    colourbar = fig.colorbar(image, ax=axes, shrink=0.85)
+    colourbar.set_label(label)
+    colourbar.formatter = _value_formatter(human)
+    colourbar.update_ticks()
+
+
+def _verdict(measured: np.ndarray, predicted: np.ndarray | None) -> str:
+    """Title suffix: whether the measured matrix equals the prediction (``""`` without one)."""
+    if predicted is None:
+        return ""
+    if np.array_equal(measured, predicted):
+        return " — measured equals predicted"
+    return " — MEASURED DIFFERS FROM PREDICTED"
+
+
+def node_traffic_figure(
+    measured: np.ndarray,
+    predicted: np.ndarray | None,
+    topology: Topology,
+    title: str = "halo exchange by node",
+    *,
+    unit: str = "bytes per epoch",
+    measured_label: str = "measured",
+) -> Figure:
+    """The traffic of a launch on several nodes split by level: per node, what its ranks send to
+    ranks on other nodes (inter-node, over the slow link) and to the other ranks of their own node
+    (intra-node), as bars, with the prediction as markers beside them; and a node × node heat map
+    of the inter-node traffic (sending node, receiving node; the diagonal, intra-node, is left
+    blank). Ranks run node by node (rank ``r`` on node ``r // ranks_per_node``), the numbering of
+    Lightning and torchrun.
+
+    Args:
+        measured: ``[P, P]`` bytes rank ``p`` (row) sent to rank ``q`` (column) in one epoch
+            (forward + backward, all layers), from the counters; ``P = topology.world_size``.
+        predicted: ``[P, P]`` the same from the partition metrics, or ``None`` when the exchange
+            mode has no per-pair prediction.
+        topology: nodes × ranks per node of the launch.
+        title: figure title.
+        unit: what the matrices count, shown on the axes; values are written in human bytes
+            (B, kB, MB, ...) when it names bytes, as plain counts otherwise (e.g.
+            ``"rows per exchange"`` for the partition metrics' ``peer_rows``).
+        measured_label: legend name of the bars (``"measured"``; the prediction's markers are
+            ``"predicted"``).
+
+    Raises:
+        ValueError: a matrix that is not ``[P, P]`` for the topology's ``P`` ranks.
+    """
+    for name, matrix in (("measured", measured), ("predicted", predicted)):
+        shape = None if matrix is None else np.shape(matrix)
+        if shape is not None and shape != (topology.world_size,) * 2:
+            raise ValueError(
+                f"{name} has shape {shape}, but the topology has {topology.num_nodes} nodes x "
+                f"{topology.ranks_per_node} ranks = {topology.world_size} ranks: give the "
+                f"[{topology.world_size}, {topology.world_size}] traffic per rank pair of a "
+                "launch on that topology (or the Topology it ran on)"
+            )
+    human = human_bytes if "bytes" in unit else "{:,.0f}".format
+    nodes, per_node = topology.num_nodes, topology.ranks_per_node
+    inter, intra = _node_levels(measured, topology)
+    width = min(10.0, 3.0 + 0.35 * nodes)
+    side = min(6.0, 3.0 + 0.1 * nodes)
+    fig = _new_figure(max(9.0, width + side + 1.5), side + 1.0)
+    ax_bars, ax_map = fig.subplots(1, 2, width_ratios=[width, side])
+    x = np.arange(nodes)
+    bar = 0.4
+    levels = (
+        ("inter-node", inter, -bar / 2, _COLOURS[3]),
+        ("intra-node", intra, bar / 2, _COLOURS[0]),
+    )
+    for name, values, offset, colour in levels:
+        ax_bars.bar(x + offset, values, bar, color=colour, label=f"{name}, {measured_label}")
+    if predicted is not None:
+        for (name, _, offset, colour), values in zip(
+            levels, _node_levels(predicted, topology), strict=True
+        ):
+            ax_bars.plot(
+                x + offset,
+                values,
+                linestyle="none",
+                marker="D",
+                markerfacecolor=colour,
+                markeredgecolor="black",
+                label=f"{name}, predicted",
+            )
+    ax_bars.set_xlabel(f"sending node ({per_node} ranks each)")
+    ax_bars.set_ylabel(unit)
+    ax_bars.set_ylim(bottom=0)
+    ax_bars.yaxis.set_major_formatter(_value_formatter(human))
+    _rank_ticks(ax_bars, nodes)
+    ax_bars.set_title(f"inter-node {human(inter.sum())}, intra-node {human(intra.sum())}")
+    # ranks run node by node: the rank-pair matrix summed over each node's block of ranks
+    between = np.asarray(measured, dtype=np.float64).reshape(nodes, per_node, nodes, per_node)
+    between = between.sum(axis=(1, 3))
+    shown = np.ma.masked_array(between, mask=np.eye(nodes, dtype=bool))
+    vmax = float(shown.max()) if shown.count() and shown.max() > 0 else 1.0
+    image = _heat_map(ax_map, shown, vmax, "node", human)
+    ax_map.set_title(f"inter-node by node pair ({measured_label})")
+    _colour_bar(fig, image, ax_map, unit, human)
+    verdict = _verdict(
+        np.asarray(measured, dtype=np.float64),
+        None if predicted is None else np.asarray(predicted, dtype=np.float64),
+    )
+    fig.legend(loc="outside lower center", ncols=4, fontsize="small")
+    fig.suptitle(
+        f"{title}{verdict}\n{unit} by node ({nodes} nodes x {per_node} ranks): "
+        "sent to other nodes (inter) and within the node (intra)"
+    )
+    return fig
+
+
+def _node_levels(matrix: np.ndarray, topology: Topology) -> tuple[np.ndarray, np.ndarray]:
+    """``([N], [N])``: what each node's ranks send to other nodes and inside the node, from a
+    ``[P, P]`` matrix of traffic per rank pair: ``node_traffic`` per rank
+    (:mod:`lightning_gnn_dist.partition.placement`), summed over each node's ranks."""
+    from lightning_gnn_dist.partition.placement import node_traffic
+
+    levels = node_traffic(np.asarray(matrix, dtype=np.float64), topology)
+    node_of_rank = topology.node_of_rank()
+    return tuple(
+        np.bincount(node_of_rank, weights=rows, minlength=topology.num_nodes)
+        for rows in (levels.inter_rows, levels.intra_rows)
+    )
 
 
 def balance_figure(
@@ -206,7 +333,7 @@ def comm_compute_figure(
         right.plot(epochs, bytes_sent, color="grey", linestyle="--", label="bytes sent, all ranks")
         right.set_ylabel("bytes sent per epoch")
         right.set_ylim(bottom=0)
-        right.yaxis.set_major_formatter(_bytes_formatter())
+        right.yaxis.set_major_formatter(_value_formatter())
         more_handles, more_labels = right.get_legend_handles_labels()
         handles, labels = handles + more_handles, labels + more_labels
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize="small")

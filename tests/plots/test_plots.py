@@ -4,6 +4,7 @@ draws every method per rank."""
 
 import json
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from lightning_gnn_dist import CommunicationMonitor, GraphPartitionDataModule, N
 from lightning_gnn_dist.cli import main
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.metrics import partition_metrics
+from lightning_gnn_dist.partition.placement import Topology, node_traffic
 from tests.helpers import random_graph
 
 DATASET = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
@@ -193,6 +195,7 @@ def test_monitor_writes_pngs_and_tensorboard_figures_of_its_counters(tmp_path):
     assert sum(check["rows_sent"]) == 3 * check["predicted_rows"]
     for name in ("comm_matrix", "balance", "comm_vs_compute"):
         assert (tmp_path / "plots" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (tmp_path / "plots" / "node_traffic.png").exists()  # one node: no split
     events = EventAccumulator(str(next((tmp_path / "tb").rglob("events.out.tfevents*")).parent))
     events.Reload()
     assert {"comm/comm_matrix", "comm/balance", "comm/comm_vs_compute"} <= set(
@@ -219,3 +222,113 @@ def test_monitor_leaves_out_the_matrix_when_a_mode_does_not_count_per_rank_pair(
     epoch["peer_bytes"] = np.array([[0, 64], [32, 0]])
     matrix = monitor.figures(metrics)["comm_matrix"]
     np.testing.assert_array_equal(matrix.axes[0].images[0].get_array(), epoch["peer_bytes"])
+
+
+def _node_split(matrix, topology):
+    """Per node: bytes its ranks send to other nodes and inside it, by ``node_traffic``."""
+    levels = node_traffic(matrix, topology)
+    shape = (topology.num_nodes, topology.ranks_per_node)
+    return levels.inter_rows.reshape(shape).sum(1), levels.intra_rows.reshape(shape).sum(1)
+
+
+def _lines(ax):
+    return {line.get_label(): line.get_ydata() for line in ax.lines}
+
+
+def test_node_traffic_figure_splits_each_nodes_bytes_into_inter_and_intra():
+    pytest.importorskip("matplotlib")
+    topology = Topology(3, 2)
+    rng = np.random.default_rng(1)
+    measured = rng.integers(0, 5000, (6, 6))
+    np.fill_diagonal(measured, 0)  # a rank sends nothing to itself
+    predicted = measured.copy()
+    predicted[0, 5] += 800  # one crossing pair mispredicted
+    fig = plots.node_traffic_figure(measured, predicted, topology)
+    assert fig.canvas.manager is None  # built without pyplot: no global figure registry
+    ax_bars, ax_map = fig.axes[:2]
+    inter, intra = _node_split(measured, topology)
+    assert (inter != intra).all()  # a swap of the levels would show
+    np.testing.assert_array_equal(_bar_heights(ax_bars, "inter-node, measured"), inter)
+    np.testing.assert_array_equal(_bar_heights(ax_bars, "intra-node, measured"), intra)
+    predicted_inter, predicted_intra = _node_split(predicted, topology)
+    lines = _lines(ax_bars)
+    np.testing.assert_array_equal(lines["inter-node, predicted"], predicted_inter)
+    np.testing.assert_array_equal(lines["intra-node, predicted"], predicted_intra)
+    # node x node: the bytes between nodes, diagonal (intra-node) blank; rows sum to the bars
+    between = ax_map.images[0].get_array()
+    assert between.mask.tolist() == np.eye(3, dtype=bool).tolist()
+    assert between[0, 2] == measured[0:2, 4:6].sum()
+    np.testing.assert_array_equal(between.sum(axis=1), inter)
+    assert (ax_map.get_xlabel(), ax_map.get_ylabel()) == ("receiving node", "sending node")
+    assert ax_bars.get_title() == (
+        f"inter-node {plots.human_bytes(inter.sum())}, intra-node {plots.human_bytes(intra.sum())}"
+    )
+    assert ax_bars.get_ylabel() == fig.axes[2].get_ylabel() == "bytes per epoch"
+    assert "DIFFERS" in fig._suptitle.get_text()
+    same = plots.node_traffic_figure(measured, measured.copy(), topology)
+    assert "measured equals predicted" in same._suptitle.get_text()
+
+
+def test_node_traffic_figure_refuses_a_matrix_of_another_world_size():
+    with pytest.raises(ValueError, match=r"measured has shape \(6, 6\).*2 nodes x 2 ranks = 4"):
+        plots.node_traffic_figure(np.zeros((6, 6)), None, Topology(2, 2))
+    with pytest.raises(ValueError, match=r"predicted has shape \(4,\).*\[4, 4\]"):
+        plots.node_traffic_figure(np.zeros((4, 4)), np.zeros(4), Topology(2, 2))
+
+
+def test_node_traffic_figure_stays_legible_with_256_ranks_on_32_nodes():
+    pytest.importorskip("matplotlib")
+    matrix = np.random.default_rng(0).integers(0, 1000, (256, 256))
+    fig = plots.node_traffic_figure(matrix, None, Topology(32, 8), unit="rows per exchange")
+    ax_bars, ax_map = fig.axes[:2]
+    for ticks in (ax_bars.get_xticks(), ax_map.get_xticks(), ax_map.get_yticks()):
+        assert len(ticks) <= plots.MAX_TICKS
+    assert not ax_map.texts  # no per-cell numbers at this size
+    assert not ax_bars.lines  # no prediction, no markers
+    assert ax_bars.get_ylabel() == "rows per exchange"
+    assert ax_bars.yaxis.get_major_formatter()(25000, 0) == "25,000"  # counts, not bytes
+
+
+def test_monitor_draws_the_node_split_of_its_last_epoch_on_several_nodes(tmp_path):
+    pytest.importorskip("matplotlib")
+    data = random_graph(30, 90, seed=2)
+    metrics = partition_metrics(data, get_partitioner("random").partition(data, 4), 4)
+    peer_bytes = np.array([[0, 8, 64, 0], [8, 0, 0, 32], [16, 0, 0, 4], [0, 48, 4, 0]])
+    epoch = {
+        "epoch": 1,
+        "peer_bytes": peer_bytes,
+        "predicted_peer_bytes": peer_bytes.copy(),
+        "topology": None,  # one node: no split
+        "bytes_sent": float(peer_bytes.sum()),
+        "rows_sent": np.ones(4),
+        "rows_received": np.ones(4),
+        "wait_seconds": np.full(4, 0.1),
+        "compute_seconds": np.ones(4),
+    }
+    monitor = CommunicationMonitor(plot_dir=str(tmp_path / "plots"))
+    monitor.rank_history = [dict(epoch, epoch=0, peer_bytes=None), epoch]
+    assert "node_traffic" not in monitor.figures(metrics)
+    epoch["topology"] = Topology(2, 2)
+    added = []
+    logger = SimpleNamespace(
+        experiment=SimpleNamespace(add_figure=lambda tag, fig, step, close: added.append(tag))
+    )
+    trainer = SimpleNamespace(
+        strategy=SimpleNamespace(comm_counters={}),
+        datamodule=SimpleNamespace(store=SimpleNamespace(metrics=metrics)),
+        is_global_zero=True,
+        loggers=[logger],
+        current_epoch=1,
+    )
+    monitor.on_train_end(trainer, None)
+    assert (tmp_path / "plots" / "node_traffic.png").read_bytes()[:4] == b"\x89PNG"
+    assert "comm/node_traffic" in added
+    figure = monitor.figures(metrics)["node_traffic"]
+    inter, intra = _node_split(peer_bytes, epoch["topology"])  # of the last epoch
+    np.testing.assert_array_equal(_bar_heights(figure.axes[0], "inter-node, measured"), inter)
+    np.testing.assert_array_equal(_bar_heights(figure.axes[0], "intra-node, measured"), intra)
+    assert figure._suptitle.get_text().startswith(
+        "halo exchange by node, epoch 1 — measured equals"
+    )
+    epoch["peer_bytes"] = None  # the mode does not count bytes per receiving rank
+    assert "node_traffic" not in monitor.figures(metrics)
