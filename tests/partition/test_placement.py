@@ -147,9 +147,15 @@ def test_the_store_records_the_placement_and_refuses_another_topology(tmp_path):
         store.check_topology(Topology(1, 4))
     with pytest.raises(PartitionStoreError, match="num_nodes=2 and devices=2"):
         partition_to_store(data, partitioner, 4, path, topology=Topology(4, 1))
+    # the same topology by another placement method is another store
+    with pytest.raises(PartitionStoreError, match="placed 'mapped', but placement='naive'"):
+        partition_to_store(data, partitioner, 4, path, topology=topology)
+    store.check_topology(None, "naive")  # nothing known about the launch: nothing to check
     plain = partition_to_store(data, partitioner, 4, tmp_path / "plain")
     assert "placement" not in plain.meta and plain.topology is None
     plain.check_topology(Topology(2, 2))  # an unplaced store runs anywhere (part p on rank p)
+    with pytest.raises(PartitionStoreError, match=r"pass placement='naive' \(--placement naive"):
+        plain.check_topology(Topology(2, 2), "two-level")
 
 
 @pytest.mark.parametrize(
@@ -159,6 +165,7 @@ def test_the_store_records_the_placement_and_refuses_another_topology(tmp_path):
         ({"placement": "nearest", "topology": Topology(2, 2)}, "unknown placement 'nearest'"),
         ({"topology": Topology(3, 1)}, "has 3 ranks but num_parts=4"),
         ({"placement": "two-level", "topology": Topology(2, 2)}, "use method='hypergraph'"),
+        ({"placement": "mapped", "topology": Topology(1, 4)}, "the topology has one node"),
     ],
 )
 def test_bad_placements_are_refused_before_partitioning(tmp_path, kwargs, match):
