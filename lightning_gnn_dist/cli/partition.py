@@ -374,7 +374,7 @@ def run_partition_command(argv: Sequence[str]) -> int:
 
     summary = _partition(data, partitioner, args)
     refinement = getattr(partitioner, "last_refinement", None)
-    if refinement is not None:
+    if refinement is not None and summary.get("placement") != "two-level":  # not one node's
         summary.update(refinement.summary())
     if args.json:
         print(json.dumps(summary, indent=1))
