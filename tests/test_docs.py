@@ -195,6 +195,12 @@ RUN: dict[str, Run] = {
     "rdm-cost-model-cli": Run(in_process=True, expect=(r"pred\. rdm ms", r"rdm order")),
     "placement-compare": Run(in_process=True, expect=(r"inter-node", r"hier\. inter")),
     "auto-plan-cli": Run(in_process=True, expect=(r"automatic plan", r"◀", r"fastest predicted")),
+    "placement-partition": Run(
+        in_process=True, expect=(r"placement\s+│\s+two-level", r"hierarchical_inter_node_rows")
+    ),
+    "auto-plan-nodes-cli": Run(
+        in_process=True, expect=(r"hierarchical", r"hypergraph/two-level \+ ", r"◀")
+    ),
 }
 
 SKIP: dict[str, str] = {
@@ -216,6 +222,9 @@ SKIP: dict[str, str] = {
     "subgraph-cli": "the `subgraph` snippet runs the same mode; tests/test_examples.py parses the "
     "config and tests/lightning/test_subgraph_*.py train it",
     "multi-node": "needs two machines (torchrun rendezvous on HOST, SLURM's srun)",
+    "placement-fit": "needs two machines (torchrun rendezvous on HOST); "
+    "tests/lightning/test_datamodule.py checks the placement's store and that the CLI takes "
+    "--data.placement",
     "emulate": "needs root; tests/cli/test_emulate.py runs the same command (2 nodes x 1 rank, "
     "--trainer.num_nodes 2) where namespaces can be made",
     "probe": "needs two machines (torchrun rendezvous on HOST); tests/costmodel/test_probe.py "

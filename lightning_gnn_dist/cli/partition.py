@@ -26,6 +26,7 @@ COMPARED_EXCHANGES = ("p2p", "broadcast", "rdm")
 def _partition_parser() -> argparse.ArgumentParser:
     from lightning_gnn_dist.partition import PARTITIONERS
     from lightning_gnn_dist.partition.compare import DEFAULT_METHODS
+    from lightning_gnn_dist.partition.placement import PLACEMENTS
 
     parser = OneLineErrorParser(
         prog=PROG,
@@ -61,6 +62,16 @@ def _partition_parser() -> argparse.ArgumentParser:
         "--option widths=64,16,8); VALUE is a Python literal or else a string. "
         "partition-compare gives it to every method that takes it",
     )
+    common.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="nodes the P ranks run on (P/nodes per node, rank r on node r // (P/nodes)): add "
+        "the halo rows per SpMM that cross nodes (p2p and hierarchical) and that stay inside "
+        "one. partition --out records the placement in the store; partition-compare --widths "
+        "prices each level; --auto adds the hierarchical exchange and the placements to the "
+        "candidates (default: 1)",
+    )
 
     one = sub.add_parser(
         "partition",
@@ -76,6 +87,14 @@ def _partition_parser() -> argparse.ArgumentParser:
     )
     one.add_argument(
         "--out", help="partition store directory to write (reused if it matches and is intact)"
+    )
+    one.add_argument(
+        "--placement",
+        default="naive",
+        choices=list(PLACEMENTS),
+        help="with --nodes N > 1, which parts share a node: naive (part p on rank p), mapped "
+        "(parts renumbered so that parts exchanging many rows share a node) or two-level "
+        "(hypergraph only: into nodes, then each node into its ranks) (default: naive)",
     )
     one.add_argument(
         "--force",
@@ -129,14 +148,6 @@ def _partition_parser() -> argparse.ArgumentParser:
         "the cost model's order) are also printed beside it (default: p2p)",
     )
     cmp.add_argument(
-        "--nodes",
-        type=int,
-        default=1,
-        help="nodes the P ranks run on (P/nodes per node, part p on rank p): add the halo rows "
-        "that cross nodes (p2p and hierarchical) and stay inside one; the predicted epoch "
-        "prices each level (default: 1)",
-    )
-    cmp.add_argument(
         "--plot",
         metavar="FILE.png",
         help="also draw the methods side by side per rank (needs the 'plot' extra)",
@@ -151,6 +162,15 @@ def _ranks_per_node(args: argparse.Namespace) -> int | None:
     return args.num_parts // args.nodes if args.nodes > 1 else None
 
 
+def _topology(args: argparse.Namespace):
+    """``--nodes``: the :class:`~lightning_gnn_dist.partition.placement.Topology` (``None`` on
+    one node)."""
+    from lightning_gnn_dist.partition.placement import Topology
+
+    per_node = _ranks_per_node(args)
+    return None if per_node is None else Topology(args.nodes, per_node)
+
+
 def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespace) -> None:
     """``predicted_epoch_seconds`` (``--exchange``), ``predicted_epoch_seconds_by_exchange``
     (p2p, broadcast, rdm) and ``rdm_order`` per row from the cost model (``None`` for a vertex
@@ -158,7 +178,6 @@ def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespa
     from lightning_gnn_dist.costmodel import calibrate, predict_epoch, rdm_pick
     from lightning_gnn_dist.costmodel.plan import resolve_network
     from lightning_gnn_dist.partition.metrics import PartitionMetrics
-    from lightning_gnn_dist.partition.placement import Topology
 
     dims = _widths(args.widths)
     costs = calibrate(dims)
@@ -173,7 +192,7 @@ def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespa
             continue
         placed = {}
         if args.nodes > 1:  # each level priced (one preset for both)
-            placed["topology"] = Topology(args.nodes, args.num_parts // args.nodes)
+            placed["topology"] = _topology(args)
         seconds = {
             mode: predict_epoch(m, dims, costs, network, mode, **placed).epoch_seconds
             for mode in modes
@@ -209,8 +228,9 @@ def _print_auto_plan(data, args: argparse.Namespace, options: dict, title: str) 
         raise ValueError(f"--cores must be >= 1 (got {args.cores})")
     dims = _widths(args.widths)
     methods = args.methods or list(AUTO_METHODS)
+    topology = _topology(args)
     metrics, sources = partition_candidates(
-        data, args.num_parts, methods, seed=args.seed, epsilon=args.epsilon
+        data, args.num_parts, methods, seed=args.seed, epsilon=args.epsilon, topology=topology
     )
     plan = plan_from_metrics(
         metrics,
@@ -220,11 +240,55 @@ def _print_auto_plan(data, args: argparse.Namespace, options: dict, title: str) 
         allow_stale=args.allow_stale,
         cores=args.cores,
         sources=sources,
+        topology=topology,
     )
     if args.json:
         print(json.dumps(plan.to_dict(), indent=1))
     else:
         print_table(Console(), plan.table(f"automatic plan: {title}"))
+
+
+def _partition(data, partitioner, args: argparse.Namespace) -> dict:
+    """``partition``: partition (with ``--out`` into a store, with ``--nodes`` placed by
+    ``--placement``) and return the summary row (metrics, seconds, store, node rows)."""
+    import time
+
+    from lightning_gnn_dist.partition.metrics import PartitionMetrics, partition_metrics
+    from lightning_gnn_dist.partition.placement import node_rows_summary
+    from lightning_gnn_dist.partition.store import partition_to_store, placed_assignment
+
+    topology = _topology(args)
+    if args.out:
+        store = partition_to_store(
+            data,
+            partitioner,
+            args.num_parts,
+            args.out,
+            dataset=args.dataset,
+            force=args.force,
+            topology=topology,
+            placement=args.placement,
+        )
+        metrics, seconds, extra = store.metrics, store.meta["seconds"], {"store": str(store.path)}
+    else:
+        start = time.perf_counter()
+        assignment, _ = placed_assignment(
+            data, partitioner, args.num_parts, topology, args.placement
+        )
+        seconds = time.perf_counter() - start
+        if topology is not None and partitioner.kind == "vertex":
+            metrics = partition_metrics(data, assignment, args.num_parts, topology.ranks_per_node)
+        else:
+            metrics = partitioner.metrics(data, assignment, args.num_parts)
+        extra = {}
+    summary = {"method": args.method, **metrics.summary(), "seconds": seconds, **extra}
+    if topology is not None:
+        summary["placement"] = args.placement
+        if isinstance(metrics, PartitionMetrics):
+            summary.update(
+                node_rows_summary(metrics.peer_rows, metrics.hierarchical_peer_rows, topology)
+            )
+    return summary
 
 
 def parse_options(items: Sequence[str]) -> dict[str, object]:
@@ -260,12 +324,21 @@ def run_partition_command(argv: Sequence[str]) -> int:
     from lightning_gnn_dist.partition import get_partitioner
     from lightning_gnn_dist.partition.compare import DEFAULT_METHODS, compare_partitioners
     from lightning_gnn_dist.partition.report import comparison_table, metrics_table
-    from lightning_gnn_dist.partition.store import partition_to_store
+    from lightning_gnn_dist.partition.store import check_placement
 
     options = parse_options(args.option)
     clash = sorted(set(options) & {"seed", "epsilon"})
     if clash:
         raise ValueError(f"--option {clash[0]}=...: use --{clash[0]} instead")
+    _ranks_per_node(args)  # a bad --nodes ends before the graph is loaded
+    if args.command == "partition":
+        partitioner = get_partitioner(args.method, seed=args.seed, epsilon=args.epsilon, **options)
+        check_placement(partitioner, args.placement)
+        if args.placement != "naive" and args.nodes == 1:
+            raise ValueError(
+                f"--placement {args.placement} decides which parts share a node: add --nodes N "
+                "(N > 1 nodes of --num-parts / N ranks each)"
+            )
     console = Console()
     data = load_dataset(args.dataset)
     title = f"{args.dataset}: {data.num_nodes} vertices, {data.edge_index.size(1)} edges, P = {args.num_parts}"
@@ -299,30 +372,9 @@ def run_partition_command(argv: Sequence[str]) -> int:
             print_table(console, comparison_table(rows, title))
         return 0
 
-    partitioner = get_partitioner(args.method, seed=args.seed, epsilon=args.epsilon, **options)
-    if args.out:
-        store = partition_to_store(
-            data, partitioner, args.num_parts, args.out, dataset=args.dataset, force=args.force
-        )
-        summary = {
-            "method": args.method,
-            **store.metrics.summary(),
-            "seconds": store.meta["seconds"],
-            "store": str(store.path),
-        }
-    else:
-        import time
-
-        start = time.perf_counter()
-        assignment = partitioner.partition(data, args.num_parts)
-        seconds = time.perf_counter() - start
-        summary = {
-            "method": args.method,
-            **partitioner.metrics(data, assignment, args.num_parts).summary(),
-            "seconds": seconds,
-        }
+    summary = _partition(data, partitioner, args)
     refinement = getattr(partitioner, "last_refinement", None)
-    if refinement is not None:
+    if refinement is not None and summary.get("placement") != "two-level":  # not one node's
         summary.update(refinement.summary())
     if args.json:
         print(json.dumps(summary, indent=1))

@@ -56,8 +56,10 @@ and priced on a :class:`~lightning_gnn_dist.costmodel.network.TwoLevelNetwork`::
 ``broadcast`` runs the same algorithms over the ``P`` ranks, a node's ``R`` ranks adjacent: the
 tree's first ``⌈log2 R⌉`` rounds stay in the node and each later one sends ``R`` blocks through a
 node's link; the reduce's ring crosses each node's link once each way and its gather brings
-``(P − R)/P`` of the block through the root node's link (:func:`_broadcast_two_level`). The
-gradient all-reduce runs at the inter-node link's rates.
+``(P − R)/P`` of the block through the root node's link (:func:`_broadcast_two_level`).
+``rdm``'s all-to-alls are split like ``p2p``'s rows (``max(intra_p, inter_p)``, the node's NIC
+shared by its ranks); its order is picked on the inter-node link. The gradient all-reduce runs
+at the inter-node link's rates.
 
 ``oversubscription`` is ``P / cores`` when more ranks than cores share one machine (this
 repository's 2-core test machine), else 1. Costs that :func:`~.calibrate.calibrate` measured on
@@ -180,7 +182,16 @@ def predict_epoch(
     if exchange == "rdm":
         check_codec_option(CodecPolicy.coerce(codec))
         return _predict_rdm(
-            metrics, dims, costs, network, cores, dtype_bytes, rdm_order, replication
+            metrics,
+            dims,
+            costs,
+            network,
+            cores,
+            dtype_bytes,
+            rdm_order,
+            replication,
+            levels,
+            topology,
         )
     if cls.partition_kind != "vertex":
         raise ValueError(
@@ -423,7 +434,9 @@ def _rdm_layout(metrics: PartitionMetrics, replication: int | None) -> RDMLayout
     return RDMLayout(tuple(int(v) for v in offsets), replication or metrics.num_parts)
 
 
-def _predict_rdm(metrics, dims, costs, network, cores, dtype_bytes, order, replication):
+def _predict_rdm(
+    metrics, dims, costs, network, cores, dtype_bytes, order, replication, levels, topology
+):
     layers = gcn_layers(dims)
     layout = _rdm_layout(metrics, replication)
     P = metrics.num_parts
@@ -450,7 +463,10 @@ def _predict_rdm(metrics, dims, costs, network, cores, dtype_bytes, order, repli
                 transfers += [layout.gather_elements_sent(w) for w in pas.spmm_widths]
             for sent in transfers:
                 out, into = sent.sum(axis=1) * dtype_bytes, sent.sum(axis=0) * dtype_bytes
-                comm += network.exchange_seconds(out, into, _message_counts(sent))
+                if levels is not None:  # one all-to-all: both levels at once
+                    comm += _two_level_seconds(sent, dtype_bytes, levels, topology, False)
+                else:
+                    comm += network.exchange_seconds(out, into, _message_counts(sent))
                 bytes_sent += out
     compute = np.asarray(compute, dtype=float) + costs.step_seconds
     if cores is not None and P > cores:

@@ -10,6 +10,16 @@ fastest candidate, ties broken by a fixed order (exchanges ``p2p``, ``rdm``, ``b
 same inputs always give the same plan. :class:`Plan` holds every candidate's prediction, the pick
 and why, and renders them as one table (rich, or plain text for logs).
 
+On several nodes of several ranks each (a ``topology``, e.g. ``Trainer(num_nodes=2,
+devices=2)``), the ``hierarchical`` exchange and the placements of
+:mod:`~lightning_gnn_dist.partition.placement` are candidates too: every method's partition
+also ``"mapped"`` onto the nodes (when that moves a part), and the hypergraph partitioner's
+``"two-level"`` partition; they are predicted with the two levels of the network
+(:class:`~.network.TwoLevelNetwork`: a ``probe --json`` file that measured both, or one network
+for both levels) on metrics that split the halo rows by node. A candidate's partition is named
+``method`` (naive placement) or ``method/placement`` (``"hypergraph/two-level + hierarchical"``);
+``hierarchical`` ties after ``broadcast``, the placements after the methods' naive partitions.
+
 Not candidates: the vertex-cut modes (``cd-0``, ``cd-r``, ``0c``), which run on another partition
 kind that the cost model does not predict, and ``codec="adaptive"``, whose bit-widths are chosen
 while training.
@@ -32,8 +42,9 @@ from typing import Any
 import numpy as np
 
 from lightning_gnn_dist.costmodel.epoch import predict_epoch, rdm_pick
-from lightning_gnn_dist.costmodel.network import NETWORKS, Network
+from lightning_gnn_dist.costmodel.network import NETWORKS, Network, TwoLevelNetwork
 from lightning_gnn_dist.partition.metrics import FLOAT32_BYTES, PartitionMetrics
+from lightning_gnn_dist.partition.placement import PLACEMENTS, Topology
 from lightning_gnn_dist.partition.work import ComputeCosts, gcn_layers
 
 AUTO_METHODS = ("hypergraph", "metis", "random")
@@ -41,10 +52,13 @@ AUTO_METHODS = ("hypergraph", "metis", "random")
 training; a method whose library is not installed is left out)."""
 EXACT_EXCHANGES = ("p2p", "rdm", "broadcast")
 """Exact exchange modes, in the plan's tie-break order."""
+MULTI_NODE_EXCHANGES = ("hierarchical",)
+"""Exact modes that are candidates only on several nodes of several ranks each."""
 STALE_EXCHANGES = ("cached",)
 """Approximate modes, candidates only with ``allow_stale=True``."""
 LOSSY_CODECS = ("bf16", "int8")
-"""Codecs tried with ``allow_stale=True`` on ``p2p`` and ``broadcast`` (``rdm`` refuses them)."""
+"""Codecs tried with ``allow_stale=True`` on ``p2p``, ``broadcast`` and ``hierarchical``
+(``rdm`` refuses them)."""
 CACHED_STALENESS_BOUND = 1.0
 """The ``cached`` candidate's epoch-fixed bound: a halo row is re-sent every other epoch."""
 PLAN_OPTIONS = (
@@ -62,32 +76,75 @@ PLAN_OPTIONS = (
 PLAN_FORMAT = 1
 
 
+def partition_label(method: str, placement: str = "naive") -> str:
+    """The name of a candidate partition: ``method`` (naive placement) or
+    ``method/placement`` (``"hypergraph/two-level"``); the keys of the plan's metrics."""
+    return method if placement == "naive" else f"{method}/{placement}"
+
+
+def split_label(label: str) -> tuple[str, str]:
+    """Inverse of :func:`partition_label`: ``(method, placement)``.
+
+    Raises:
+        ValueError: a placement that is not one of :data:`PLACEMENTS`.
+    """
+    method, _, placement = label.partition("/")
+    placement = placement or "naive"
+    if placement not in PLACEMENTS:
+        raise ValueError(
+            f"partition {label!r}: unknown placement {placement!r}; choose one of "
+            f"{', '.join(PLACEMENTS)}"
+        )
+    return method, placement
+
+
+def store_folder(label: str) -> str:
+    """The folder of a candidate partition's store in the plan's folder (``metis``,
+    ``hypergraph-two-level``)."""
+    return label.replace("/", "-")
+
+
+def places_parts(topology: Topology | None) -> bool:
+    """Whether the launch has parts to place: several nodes of several ranks each (with one
+    rank per node every placement and ``hierarchical`` move the same rows as naive ``p2p``)."""
+    return topology is not None and topology.num_nodes > 1 and topology.ranks_per_node > 1
+
+
 @dataclass(frozen=True)
 class Candidate:
-    """One plan: a partitioner, an exchange mode and its options.
+    """One plan: a partitioner, its placement, an exchange mode and its options.
 
     Attributes:
         method: partitioner name (``metis``, ``hypergraph``, ...).
-        exchange: ``p2p``, ``rdm``, ``broadcast`` or ``cached``.
+        exchange: ``p2p``, ``rdm``, ``broadcast``, ``hierarchical`` or ``cached``.
         codec: the exchange's codec (``fp32`` = exact).
         rdm_order: ``rdm``'s SpMM/GEMM order, the cost model's pick (``None`` otherwise).
+        placement: which parts share a node (``naive``, ``mapped``, ``two-level``; see
+            :mod:`~lightning_gnn_dist.partition.placement`). (default: ``"naive"``)
     """
 
     method: str
     exchange: str
     codec: str = "fp32"
     rdm_order: str | None = None
+    placement: str = "naive"
 
     @property
     def exact(self) -> bool:
         """Reproduces single-process training (no stale rows, no lossy codec)."""
-        return self.exchange in EXACT_EXCHANGES and self.codec == "fp32"
+        return self.exchange in EXACT_EXCHANGES + MULTI_NODE_EXCHANGES and self.codec == "fp32"
+
+    @property
+    def partition(self) -> str:
+        """The partition's label (:func:`partition_label`)."""
+        return partition_label(self.method, self.placement)
 
     @property
     def name(self) -> str:
-        """``"metis + p2p"``, ``"random + rdm dsds"``, ``"metis + p2p int8"``."""
+        """``"metis + p2p"``, ``"random + rdm dsds"``, ``"metis + p2p int8"``,
+        ``"hypergraph/two-level + hierarchical"``."""
         mode = self.exchange + (f" {self.rdm_order}" if self.rdm_order else "")
-        return f"{self.method} + {mode}" + ("" if self.codec == "fp32" else f" {self.codec}")
+        return f"{self.partition} + {mode}" + ("" if self.codec == "fp32" else f" {self.codec}")
 
     def strategy_options(self) -> dict[str, Any]:
         """Keyword arguments of :class:`~lightning_gnn_dist.GNNStrategy` that run this plan."""
@@ -145,6 +202,14 @@ class Plan:
     @property
     def pick(self) -> Candidate:
         return self.rows[self.chosen].candidate
+
+    @property
+    def topology(self) -> Topology | None:
+        """The nodes × ranks per node the plan was made for (``None``: one node)."""
+        placed = self.settings.get("topology")
+        if placed is None:
+            return None
+        return Topology(int(placed["num_nodes"]), int(placed["ranks_per_node"]))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable (``plan.json``)."""
@@ -230,7 +295,8 @@ def check_plan_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
 
     Keys: ``widths`` (required: the GCN's ``[d_0, ..., d_L]``), ``network`` (a preset name, a
     :class:`Network`, its dictionary, or a path to ``probe --json`` output; default
-    ``"loopback"``), ``allow_stale`` (default ``False``), ``methods`` (default
+    ``"loopback"``; on several nodes also a :class:`TwoLevelNetwork` or its dictionary, see
+    :func:`resolve_network`), ``allow_stale`` (default ``False``), ``methods`` (default
     :data:`AUTO_METHODS`), ``exchanges`` (default: every mode that applies), ``costs`` (a
     :class:`ComputeCosts` or its dictionary; default: :func:`calibrate` now), ``cores`` (cores the
     ranks share on one machine; default: one per rank), ``top_k`` (time the best ``top_k``
@@ -260,9 +326,12 @@ def check_plan_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     exchanges = options.get("exchanges")
     if exchanges is not None:
         exchanges = [exchanges] if isinstance(exchanges, str) else list(exchanges)
-        bad = [e for e in exchanges if e not in menu]
+        bad = [e for e in exchanges if e not in menu + MULTI_NODE_EXCHANGES]
         if bad or not exchanges:
-            raise ValueError(f"plan exchanges {exchanges}: choose among {', '.join(menu)}")
+            raise ValueError(
+                f"plan exchanges {exchanges}: choose among {', '.join(menu)} (on several nodes "
+                f"also {', '.join(MULTI_NODE_EXCHANGES)})"
+            )
         stale = [e for e in exchanges if e in STALE_EXCHANGES]
         if stale and not options["allow_stale"]:
             raise ValueError(
@@ -280,12 +349,29 @@ def check_plan_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     return options
 
 
-def resolve_network(network: Network | str | Mapping[str, Any]) -> Network:
-    """A :class:`Network` from a preset name, a dictionary, a ``probe --json`` file or itself.
+def resolve_network(
+    network: Network | TwoLevelNetwork | str | Mapping[str, Any], topology: Topology | None = None
+) -> Network | TwoLevelNetwork:
+    """The network to predict on, from a preset name, a dictionary, a ``probe --json`` file or
+    itself.
+
+    On several nodes (``topology.num_nodes > 1``) a :class:`TwoLevelNetwork` (or its
+    ``{"intra_node": ..., "inter_node": ...}`` dictionary) is kept, and a probe file that
+    measured both levels gives one; a preset, a :class:`Network` or a probe of one level serves
+    both levels. On one node (or ``topology=None``) a :class:`Network`: a two-level network's
+    ``intra_node`` level (every rank pair shares the node), a probe file's ``inter_node`` level
+    (:meth:`Network.from_json`).
 
     Raises:
         ValueError: an unknown preset that is not a file either.
     """
+    several = topology is not None and topology.num_nodes > 1
+    if isinstance(network, Mapping) and "inter_node" in network:
+        network = TwoLevelNetwork(
+            Network.from_dict(network["intra_node"]), Network.from_dict(network["inter_node"])
+        )
+    if isinstance(network, TwoLevelNetwork):
+        return network if several else network.intra_node
     if isinstance(network, Network):
         return network
     if isinstance(network, Mapping):
@@ -293,11 +379,21 @@ def resolve_network(network: Network | str | Mapping[str, Any]) -> Network:
     if network in NETWORKS:
         return NETWORKS[network]
     if Path(network).is_file():
+        if several:
+            try:
+                return TwoLevelNetwork.from_json(network)
+            except ValueError:  # a probe of one level: that level for both
+                pass
         return Network.from_json(network)
     raise ValueError(
         f"network {network!r} is neither a preset ({', '.join(sorted(NETWORKS))}) nor a file "
         "written by `python -m lightning_gnn_dist probe --json FILE`"
     )
+
+
+def _one_level(network: Network | TwoLevelNetwork) -> Network:
+    """The network of the all-reduce and ``rdm`` (their bottleneck: the inter-node link)."""
+    return network.inter_node if isinstance(network, TwoLevelNetwork) else network
 
 
 def memory_per_rank(
@@ -335,20 +431,36 @@ def candidates(
     allow_stale: bool = False,
     exchanges: Sequence[str] | None = None,
     codecs: Sequence[str] | None = None,
+    topology: Topology | None = None,
 ) -> list[Candidate]:
-    """The menu in tie-break order (exchange, then method, then codec); ``rdm``'s order is
-    filled in by :func:`evaluate`. ``codecs`` narrows the codecs tried (``["fp32"]``: none
-    lossy)."""
-    modes = list(EXACT_EXCHANGES + (STALE_EXCHANGES if allow_stale else ()))
+    """The menu in tie-break order (exchange, then partition, then codec); ``rdm``'s order is
+    filled in by :func:`evaluate`. ``methods`` are partition labels (``"metis"``,
+    ``"hypergraph/two-level"``, :func:`partition_label`); ``codecs`` narrows the codecs tried
+    (``["fp32"]``: none lossy); ``hierarchical`` is a candidate when the ``topology`` has parts
+    to place (:func:`places_parts`).
+
+    Raises:
+        ValueError: ``exchanges`` names ``hierarchical`` on a launch with nothing to place.
+    """
+    several = places_parts(topology)
+    if exchanges is not None and "hierarchical" in exchanges and not several:
+        raise ValueError(
+            "exchange 'hierarchical' is a candidate on several nodes of several ranks each "
+            "(Trainer(num_nodes=N, devices=R) with N, R > 1; partition-compare --nodes N); "
+            "drop it from the exchanges"
+        )
+    modes = list(EXACT_EXCHANGES + (MULTI_NODE_EXCHANGES if several else ()))
+    modes += STALE_EXCHANGES if allow_stale else ()
     if exchanges is not None:
         modes = [m for m in modes if m in exchanges]
     allowed = ("fp32", *LOSSY_CODECS) if allow_stale else ("fp32",)
     codecs = [c for c in allowed if codecs is None or c in codecs]
+    partitions = [split_label(label) for label in methods]
     menu = []
     for exchange in modes:
-        for method in methods:
-            for codec in codecs if exchange in ("p2p", "broadcast") else codecs[:1]:
-                menu.append(Candidate(method, exchange, codec))
+        for method, placement in partitions:
+            for codec in codecs if exchange in ("p2p", "broadcast", "hierarchical") else codecs[:1]:
+                menu.append(Candidate(method, exchange, codec, placement=placement))
     return menu
 
 
@@ -362,20 +474,28 @@ def evaluate(
     cores: int | None = None,
     sources: Mapping[str, str] | None = None,
     codecs: Sequence[str] | None = None,
+    topology: Topology | None = None,
 ) -> list[PlanRow]:
-    """Predict every candidate on the partitions ``metrics`` (method → metrics, in tie order).
+    """Predict every candidate on the partitions ``metrics`` (partition label → metrics, in tie
+    order; a label is a method, or ``method/placement``, :func:`partition_label`).
 
     ``cached`` is predicted as ``p2p`` whose halo rows travel every other epoch (its epoch-fixed
     bound :data:`CACHED_STALENESS_BOUND`): the halo part of the communication is divided by 2.
-    ``sources`` says per method where its partition came from (the table's ``partition``).
+    ``sources`` says per partition where it came from (the table's ``partition``). With a
+    ``topology`` of several nodes the halo rows are priced per level
+    (``predict_epoch(..., topology=...)``; ``hierarchical`` needs metrics computed with
+    ``ranks_per_node``, as :func:`partition_candidates` makes them).
     """
-    network = resolve_network(network)
+    several = topology is not None and topology.num_nodes > 1
+    network = resolve_network(network, topology)
+    placed = {"topology": topology} if several else {}
     sources = sources or {}
     rows = []
-    for candidate in candidates(list(metrics), allow_stale, exchanges, codecs):
-        m = metrics[candidate.method]
+    for candidate in candidates(list(metrics), allow_stale, exchanges, codecs, topology):
+        m = metrics[candidate.partition]
         if candidate.exchange == "rdm":
-            candidate = replace(candidate, rdm_order=rdm_pick(m, dims, costs, network))
+            order = rdm_pick(m, dims, costs, _one_level(network))
+            candidate = replace(candidate, rdm_order=order)
         estimate = predict_epoch(
             m,
             dims,
@@ -385,11 +505,12 @@ def evaluate(
             cores=cores,
             codec=candidate.codec,
             rdm_order=candidate.rdm_order,
+            **placed,
         )
         compute, comm = estimate.compute_seconds, estimate.comm_seconds
         sent = estimate.bytes_sent
         if candidate.exchange == "cached":
-            reduce = _allreduce_seconds(m.num_parts, dims, network)
+            reduce = _allreduce_seconds(m.num_parts, dims, _one_level(network))
             comm = reduce + (comm - reduce) / (CACHED_STALENESS_BOUND + 1)
             sent = sent / (CACHED_STALENESS_BOUND + 1)
         memory = memory_per_rank(m, dims, candidate.exchange)
@@ -401,7 +522,7 @@ def evaluate(
                 float(comm.max()),
                 float(sent.max()),
                 float(memory.max()),
-                sources.get(candidate.method, "given"),
+                sources.get(candidate.partition, "given"),
             )
         )
     return rows
@@ -500,10 +621,14 @@ def plan_from_metrics(
     measure: Callable[[Candidate], float] | None = None,
     top_k: int = 0,
     codecs: Sequence[str] | None = None,
+    topology: Topology | None = None,
 ) -> Plan:
-    """:func:`evaluate` then :func:`select`; the plan's ``settings`` record the inputs."""
-    network = resolve_network(network)
-    rows = evaluate(metrics, dims, costs, network, allow_stale, exchanges, cores, sources, codecs)
+    """:func:`evaluate` then :func:`select`; the plan's ``settings`` record the inputs (with a
+    ``topology`` of several nodes also ``settings["topology"]``)."""
+    network = resolve_network(network, topology)
+    rows = evaluate(
+        metrics, dims, costs, network, allow_stale, exchanges, cores, sources, codecs, topology
+    )
     parts = {m.num_parts for m in metrics.values()}
     settings = {
         "widths": [int(d) for d in dims],
@@ -516,6 +641,11 @@ def plan_from_metrics(
         "codecs": list(codecs) if codecs is not None else None,
         "cores": cores,
     }
+    if topology is not None and topology.num_nodes > 1:
+        settings["topology"] = {
+            "num_nodes": topology.num_nodes,
+            "ranks_per_node": topology.ranks_per_node,
+        }
     return select(rows, measure, top_k, settings)
 
 
@@ -528,22 +658,66 @@ def partition_candidates(
     seed: int = 0,
     epsilon: float = 0.03,
     force: bool = False,
+    topology: Topology | None = None,
 ) -> tuple[dict[str, PartitionMetrics], dict[str, str]]:
-    """Partition ``data`` with every method; returns (method → metrics, method → source).
+    """Partition ``data`` with every method; returns (partition label → metrics, label →
+    source), labels as :func:`partition_label` names them.
 
-    With ``root`` each method's partition is a store ``root/<method>`` (reused when it exists
-    and matches: source ``"store"``; else partitioned and written: ``"computed"``), so a second
-    plan, a resumed run or every rank reading the pick costs no partitioning. A method whose
-    library is not installed is left out (source ``"unavailable: ..."``, no metrics).
+    With ``root`` each partition is a store ``root/<label>`` (:func:`store_folder`; reused when
+    it exists and matches: source ``"store"``; else partitioned and written: ``"computed"``), so
+    a second plan, a resumed run or every rank reading the pick costs no partitioning. A method
+    whose library is not installed is left out (source ``"unavailable: ..."``, no metrics).
+
+    With a ``topology`` of several nodes the stores record it (naive placement: part ``p`` on
+    rank ``p``) and the metrics hold ``hierarchical``'s rows; when it has parts to place
+    (:func:`places_parts`) every method's partition is also ``"mapped"`` onto the nodes (left
+    out when the mapping keeps every part on its rank: it would be the naive partition), and a
+    method with the hypergraph model also partitions ``"two-level"``.
 
     Raises:
-        ValueError: no method could partition the graph.
+        ValueError: no method could partition the graph, or a ``topology`` whose world size is
+            not ``num_parts``.
     """
+    import numpy as np
+
     from lightning_gnn_dist.partition.base import get_partitioner
-    from lightning_gnn_dist.partition.store import partition_to_store
+    from lightning_gnn_dist.partition.metrics import partition_metrics
+    from lightning_gnn_dist.partition.placement import map_parts_to_nodes, renumber_by_node
+    from lightning_gnn_dist.partition.store import partition_to_store, placed_assignment
     from lightning_gnn_dist.utils.progress import track
 
+    several = topology is not None and topology.num_nodes > 1
+    if several and topology.world_size != num_parts:
+        raise ValueError(
+            f"a topology of {topology.num_nodes} node(s) x {topology.ranks_per_node} rank(s) has "
+            f"{topology.world_size} ranks but num_parts={num_parts}; they must be equal"
+        )
+    per_node = topology.ranks_per_node if several else None
+
+    def build(partitioner, method: str, placement: str) -> tuple[PartitionMetrics, str]:
+        label = partition_label(method, placement)
+        if root is None:
+            start = time.perf_counter()
+            assignment, _ = placed_assignment(data, partitioner, num_parts, topology, placement)
+            metrics = partition_metrics(data, assignment, num_parts, per_node)
+            return metrics, f"computed {time.perf_counter() - start:.1f} s"
+        path = Path(root) / store_folder(label)
+        existed = (path / "meta.json").is_file() and not force
+        store = partition_to_store(
+            data,
+            partitioner,
+            num_parts,
+            path,
+            dataset=dataset,
+            force=force,
+            verify=False,
+            topology=topology if several else None,
+            placement=placement,
+        )
+        return store.metrics, "store" if existed else f"computed {store.meta['seconds']:.1f} s"
+
     metrics: dict[str, PartitionMetrics] = {}
+    placed: dict[str, PartitionMetrics] = {}  # after every naive partition (the tie order)
     sources: dict[str, str] = {}
     for method in track(list(methods), f"partitioning candidates into {num_parts} parts"):
         partitioner = get_partitioner(method, seed=seed, epsilon=epsilon)
@@ -552,23 +726,22 @@ def partition_candidates(
                 f"method {method!r} makes a {partitioner.kind} partition; the plan's candidates "
                 f"are vertex partitions ({', '.join(AUTO_METHODS)}, ...)"
             )
+        placements = ["naive"]
         try:
-            if root is None:
-                start = time.perf_counter()
-                assignment = partitioner.partition(data, num_parts)
-                metrics[method] = partitioner.metrics(data, assignment, num_parts)
-                sources[method] = f"computed {time.perf_counter() - start:.1f} s"
-                continue
-            path = Path(root) / method
-            existed = (path / "meta.json").is_file() and not force
-            store = partition_to_store(
-                data, partitioner, num_parts, path, dataset=dataset, force=force, verify=False
-            )
+            naive, sources[method] = build(partitioner, method, "naive")
+            metrics[method] = naive
+            if places_parts(topology):
+                moved = renumber_by_node(map_parts_to_nodes(naive.peer_rows, topology), topology)
+                if (moved != np.arange(num_parts)).any():
+                    placements.append("mapped")
+                if hasattr(partitioner, "partition_hypergraph"):
+                    placements.append("two-level")
+            for placement in placements[1:]:
+                label = partition_label(method, placement)
+                placed[label], sources[label] = build(partitioner, method, placement)
         except ImportError as error:
-            sources[method] = f"unavailable: {error}"
+            sources[partition_label(method, placements[-1])] = f"unavailable: {error}"
             continue
-        metrics[method] = store.metrics
-        sources[method] = "store" if existed else f"computed {store.meta['seconds']:.1f} s"
     if not metrics:
         raise ValueError(f"none of the methods {list(methods)} could partition: {sources}")
-    return metrics, sources
+    return {**metrics, **placed}, sources

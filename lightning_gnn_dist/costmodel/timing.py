@@ -29,10 +29,13 @@ DEFAULT_TIMED_STEPS = 3
 """Timed steps per candidate (after two untimed steps of each)."""
 
 
-def exchange_options(candidate: Candidate) -> dict[str, Any]:
-    """Keyword arguments of :func:`~lightning_gnn_dist.comm.make_exchange` for ``candidate``."""
+def exchange_options(candidate: Candidate, ranks_per_node: int | None = None) -> dict[str, Any]:
+    """Keyword arguments of :func:`~lightning_gnn_dist.comm.make_exchange` for ``candidate``
+    (``hierarchical`` also gets ``ranks_per_node``, as ``GNNStrategy`` gives it)."""
     options = candidate.strategy_options()
     options.pop("exchange")
+    if candidate.exchange == "hierarchical":
+        options["ranks_per_node"] = ranks_per_node
     return options
 
 
@@ -54,6 +57,7 @@ def time_candidates(
     parts: Mapping[str, LocalPartition],
     dims: Sequence[int],
     steps: int = DEFAULT_TIMED_STEPS,
+    ranks_per_node: int | None = None,
 ) -> dict[str, float]:
     """Seconds of one GCN training step of each candidate (by ``name``): the median of
     ``steps`` timed steps, each the slowest rank's. First every candidate runs one step (the
@@ -64,7 +68,9 @@ def time_candidates(
     ``rdm`` after ``p2p`` measured 126–130 ms against 78–84 ms in a row, in both runs, and the
     pick missed the fastest plan by 1.17× and 1.34×. The median, not the fastest step: ranks
     that share cores make some modes' steps vary several-fold, and the epoch a user waits for
-    is the typical one. Collective when a process group exists.
+    is the typical one. Collective when a process group exists. ``parts``: partition label
+    (:attr:`Candidate.partition`) → this rank's part; ``ranks_per_node``: the launch's, for
+    ``hierarchical`` candidates.
     """
     from lightning_gnn_dist.comm import make_exchange
     from lightning_gnn_dist.nn import use_graph_context
@@ -73,9 +79,10 @@ def time_candidates(
     distributed = dist.is_available() and dist.is_initialized()
     runs = []
     for candidate in candidates:
-        part = parts[candidate.method]
+        part = parts[candidate.partition]
         model = _gcn(dims)
-        exchange = make_exchange(candidate.exchange, part, **exchange_options(candidate))
+        options = exchange_options(candidate, ranks_per_node)
+        exchange = make_exchange(candidate.exchange, part, **options)
         context = make_graph_context(part, exchange)
         context.prepare(model)
         x = torch.randn(
@@ -118,10 +125,11 @@ def time_candidates(
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def timed_methods(plan: Plan, top_k: int) -> list[str]:
-    """The methods whose parts :func:`time_top_k` needs."""
+def timed_partitions(plan: Plan, top_k: int) -> list[str]:
+    """The partitions (labels, :attr:`Candidate.partition`) whose parts :func:`time_top_k`
+    needs."""
     rows = [plan.rows[i] for i in timed_indices(plan.rows, top_k, per_mode=True)]
-    return sorted({row.candidate.method for row in rows})
+    return sorted({row.candidate.partition for row in rows})
 
 
 def time_top_k(
@@ -136,12 +144,14 @@ def time_top_k(
 
     Args:
         plan: an untimed plan (its ``settings["widths"]`` are the GCN's).
-        parts: method → this rank's part of that method's partition.
+        parts: partition label → this rank's part of that partition.
         top_k: candidates to time.
         steps: timed steps per candidate.
     """
     timed = [plan.rows[i].candidate for i in timed_indices(plan.rows, top_k, per_mode=True)]
-    seconds = time_candidates(timed, parts, plan.settings["widths"], steps)
+    topology = plan.topology
+    per_node = topology.ranks_per_node if topology is not None else None
+    seconds = time_candidates(timed, parts, plan.settings["widths"], steps, per_node)
 
     def measure(candidate: Candidate) -> float:
         return seconds[candidate.name]

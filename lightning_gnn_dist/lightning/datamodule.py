@@ -20,8 +20,13 @@ from lightning_gnn_dist.data.subgraph_sampler import check_sampler_name, check_s
 from lightning_gnn_dist.lightning.compat import LightningNeutral
 from lightning_gnn_dist.loaders.neighbor import NeighborLoader, NeighborLoaders
 from lightning_gnn_dist.loaders.subgraph import SubgraphLoader
-from lightning_gnn_dist.partition.placement import Topology
-from lightning_gnn_dist.partition.store import FORMAT_VERSION, PartitionStore, PartitionStoreError
+from lightning_gnn_dist.partition.placement import PLACEMENTS, Topology
+from lightning_gnn_dist.partition.store import (
+    FORMAT_VERSION,
+    PartitionStore,
+    PartitionStoreError,
+    check_placement,
+)
 from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
 from lightning_gnn_dist.utils.checks import check_bool, check_int
 
@@ -168,7 +173,19 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             :class:`~lightning_gnn_dist.costmodel.Network`; default ``"loopback"``),
             ``allow_stale`` (let ``cached`` and lossy codecs be candidates; default ``False``:
             exact plans only), ``methods``, ``exchanges``, ``costs``, ``cores``; see
-            :func:`~lightning_gnn_dist.costmodel.plan.check_plan_options`. (default: ``None``)
+            :func:`~lightning_gnn_dist.costmodel.plan.check_plan_options`. On several nodes of
+            several ranks each the plan also weighs ``exchange="hierarchical"`` and the
+            placements below (a ``network`` that ``probe`` measured on both levels prices
+            each). (default: ``None``)
+        placement (str): on several nodes (``Trainer(num_nodes > 1)``), which parts share a
+            node: ``"naive"`` (part ``p`` on rank ``p`` as partitioned), ``"mapped"`` (the
+            parts renumbered so that parts exchanging many rows share a node) or
+            ``"two-level"`` (``method="hypergraph"`` only: into nodes first, then each node
+            into its ranks); see :mod:`~lightning_gnn_dist.partition.placement`. Each
+            placement has its own store folder (``...-n<nodes>-<placement>``). A launch on one
+            node has nothing to place: ``prepare_data``/``setup`` refuse another value than
+            ``"naive"`` there; ``method="auto"`` chooses the placement itself. (default:
+            ``"naive"``)
 
     Integrity: ``prepare_data`` refuses a store with an edited ``meta.json`` or a missing or
     resized file (cheap: no file is read), and each rank hashes the one part it loads in
@@ -202,6 +219,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         subgraph_seed: int = 0,
         partition_options: dict[str, Any] | None = None,
         plan_options: dict[str, Any] | None = None,
+        placement: str = "naive",
     ) -> None:
         super().__init__()
         from lightning_gnn_dist.costmodel.plan import check_plan_options
@@ -272,6 +290,18 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             )
         if self.partition_kind == "vertex-cut" and num_parts is not None:
             check_int("num_parts", num_parts, 1, MAX_VERTEX_CUT_PARTS)
+        if placement not in PLACEMENTS:
+            raise ValueError(
+                f"undefined placement option {placement!r}; choose one of {', '.join(PLACEMENTS)}"
+            )
+        if method == AUTO and placement != "naive":
+            raise ValueError(
+                f"method='auto' chooses the placement itself on several nodes (got "
+                f"placement={placement!r}); drop placement or name the method"
+            )
+        if self.partitioner is not None:
+            check_placement(self.partitioner, placement)
+        self.placement = placement
         self.dataset, self.method, self.num_parts = dataset, method, num_parts
         self.root, self.seed, self.epsilon, self.store_dir = root, seed, epsilon, store
         self.verify_dataset, self.force = verify_dataset, force
@@ -292,7 +322,9 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         """Directory of the partition store used by this module (``method="auto"``: the
         planned method's store inside :attr:`plan_dir`)."""
         if self.method == AUTO:
-            return self.plan_dir / self._read_plan().pick.method
+            from lightning_gnn_dist.costmodel.plan import store_folder
+
+            return self.plan_dir / store_folder(self._read_plan().pick.partition)
         if self.store_dir is not None:
             return Path(self.store_dir)
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", self._dataset_name).strip("_")[:80]
@@ -305,10 +337,16 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         )
         digest = hashlib.sha256(settings.encode()).hexdigest()[:8]
         name = f"{slug}-{self.method}-p{self._parts()}-s{self.seed}-e{self.epsilon:g}-{digest}"
+        return Path(self.root) / (name + self._placement_suffix())
+
+    def _placement_suffix(self) -> str:
+        """``-n<nodes>`` on several nodes (a placement of its own), ``-<placement>`` after it
+        unless naive: two placements never share a store."""
         topology = self._topology()
-        if topology is not None and topology.num_nodes > 1:  # a placement of its own
-            name += f"-n{topology.num_nodes}"
-        return Path(self.root) / name
+        if topology is None or topology.num_nodes == 1:
+            return ""
+        suffix = f"-n{topology.num_nodes}"
+        return suffix if self.placement == "naive" else f"{suffix}-{self.placement}"
 
     def _topology(self) -> Topology | None:
         """Nodes × ranks per node of the attached Trainer (``None`` without one)."""
@@ -317,6 +355,23 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         nodes = max(int(getattr(self.trainer, "num_nodes", 1) or 1), 1)
         world = self.trainer.world_size
         return Topology(nodes, world // nodes) if world % nodes == 0 else None
+
+    def _placed_topology(self) -> Topology | None:
+        """The topology a store of this launch records (several nodes), else ``None``.
+
+        Raises:
+            ValueError: a placement other than ``"naive"`` on one node (nothing to place).
+        """
+        topology = self._topology()
+        if topology is not None and topology.num_nodes > 1:
+            return topology
+        if self.placement != "naive":
+            raise ValueError(
+                f"placement={self.placement!r} decides which parts share a node, but this launch "
+                "runs on one node (or no Trainer is attached): launch with "
+                "Trainer(num_nodes=N > 1), or drop placement (default 'naive')"
+            )
+        return None
 
     # -- method="auto" ------------------------------------------------------------------------
     @property
@@ -331,7 +386,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             json.dumps(self._plan_settings(), sort_keys=True, default=str).encode()
         ).hexdigest()[:8]
         name = f"{slug}-auto-p{self._parts()}-s{self.seed}-e{self.epsilon:g}-{digest}"
-        return Path(self.root) / name
+        return Path(self.root) / (name + self._placement_suffix())
 
     def _plan_settings(self) -> dict[str, Any]:
         """The plan options that pick its folder: the user's, with the exchange narrowed to the
@@ -341,18 +396,19 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
 
         from lightning_gnn_dist.costmodel.plan import (
             EXACT_EXCHANGES,
+            MULTI_NODE_EXCHANGES,
             STALE_EXCHANGES,
             resolve_network,
         )
 
         options = dict(self.plan_options)
-        options["network"] = resolve_network(options["network"]).to_dict()
+        options["network"] = resolve_network(options["network"], self._topology()).to_dict()
         if options.get("costs") is not None:
             options["costs"] = asdict(options["costs"])
         strategy = getattr(self.trainer, "strategy", None) if self.trainer is not None else None
         exchange = getattr(strategy, "requested_exchange", getattr(strategy, "exchange_mode", AUTO))
         if exchange not in (AUTO, None):
-            if exchange not in EXACT_EXCHANGES + STALE_EXCHANGES:
+            if exchange not in EXACT_EXCHANGES + MULTI_NODE_EXCHANGES + STALE_EXCHANGES:
                 raise ValueError(
                     f"method='auto' plans vertex partitions; exchange={exchange!r} needs "
                     "method='vertex-cut'"
@@ -406,6 +462,8 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
                     self.store_path,
                     dataset=self._dataset_name,
                     verify=False,
+                    topology=self._placed_topology(),
+                    placement=plan.pick.placement,
                 )
             else:
                 PartitionStore.open(self.store_path).verify(full=False)
@@ -421,6 +479,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             seed=self.seed,
             epsilon=self.epsilon,
             force=self.force,
+            topology=self._placed_topology(),
         )
         costs = settings.get("costs")
         costs = calibrate(settings["widths"]) if costs is None else self.plan_options["costs"]
@@ -434,6 +493,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             cores=settings.get("cores"),
             sources=sources,
             codecs=settings.get("codecs"),
+            topology=self._placed_topology(),
         )
         timing = {"top_k": settings["top_k"], "timed_steps": settings["timed_steps"]}
         plan = replace(plan, settings={**plan.settings, **timing})
@@ -448,15 +508,18 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         the timed plan (rank 0) so that a resumed run reads the decision instead of timing."""
         import torch.distributed as dist
 
-        from lightning_gnn_dist.costmodel.timing import time_top_k, timed_methods
+        from lightning_gnn_dist.costmodel.plan import store_folder
+        from lightning_gnn_dist.costmodel.timing import time_top_k, timed_partitions
 
         top_k = int(plan.settings.get("top_k", 0))
         timed = any(row.measured_seconds is not None for row in plan.rows)
         if not top_k or timed or not (dist.is_available() and dist.is_initialized()):
             return plan
         rank = dist.get_rank()
-        methods = timed_methods(plan, top_k)
-        parts = {m: PartitionStore.open(self.plan_dir / m).load_part(rank) for m in methods}
+        parts = {
+            label: PartitionStore.open(self.plan_dir / store_folder(label)).load_part(rank)
+            for label in timed_partitions(plan, top_k)
+        }
         plan = _rank_zero_plan(time_top_k(plan, parts, top_k, plan.settings["timed_steps"]))
         if rank == 0:
             _write_plan(plan, self.plan_dir / PLAN_FILE)
@@ -487,8 +550,8 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             # the rank that loads it
             PartitionStore.open(self.store_path).verify(full=False)
             return
+        topology = self._placed_topology()  # refuses a placement on one node, before loading
         data = load_dataset(self.dataset)
-        topology = self._topology()
         partition_to_store(
             data,
             self.partitioner,
@@ -498,7 +561,8 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             force=self.force,
             verify=False,  # each rank hashes its own part in setup()
             # several nodes: the store records the placement (and the hierarchical rows)
-            topology=topology if topology is not None and topology.num_nodes > 1 else None,
+            topology=topology,
+            placement=self.placement,
         )
         self._store = None  # a rebuilt store has new metadata
 
@@ -511,10 +575,12 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
     def setup(self, stage: str | None = None) -> None:
         if self.local_partition is not None:
             return
-        method = self.method
+        method, placement = self.method, self.placement
+        self._placed_topology()  # refuses a placement on one node
         if method == AUTO:
             self._use_plan(self._timed(_rank_zero_plan(self._read_plan())))
             self._store, method = None, self.plan.pick.method
+            placement = self.plan.pick.placement
         store = self.store
         settings = store.meta["settings"]
         expected = {"method": method, "seed": self.seed, "num_parts": self._parts()}
@@ -533,7 +599,8 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
                 f"the partition store {store.path} has {store.num_parts} parts but {world} processes run; "
                 "num_parts must equal the world size"
             )
-        store.check_topology(self._topology())  # a placed store runs on its own topology only
+        # a placed store runs on its own topology only, and is the placement asked for
+        store.check_topology(self._topology(), placement)
         part = store.load_part(rank)
         self.local_partition = part
         self.batch = Data(
@@ -643,7 +710,9 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         return (
             f"GraphPartitionDataModule(dataset={self._dataset_name!r}, method={self.method!r}, "
             f"num_parts={self.num_parts}, seed={self.seed}, epsilon={self.epsilon}, "
-            f"loader={self.loader!r}{subgraph}" + (", force=True)" if self.force else ")")
+            f"loader={self.loader!r}{subgraph}"
+            + (f", placement={self.placement!r}" if self.placement != "naive" else "")
+            + (", force=True)" if self.force else ")")
         )
 
 

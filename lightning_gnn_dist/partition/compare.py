@@ -15,7 +15,11 @@ from lightning_gnn_dist.partition.base import (
     partitioner_options,
 )
 from lightning_gnn_dist.partition.metrics import PartitionMetrics
-from lightning_gnn_dist.partition.placement import Topology, hierarchical_peer_rows, node_traffic
+from lightning_gnn_dist.partition.placement import (
+    Topology,
+    hierarchical_peer_rows,
+    node_rows_summary,
+)
 from lightning_gnn_dist.utils.progress import track
 
 DEFAULT_METHODS = ("hypergraph-mtkahypar", "hypergraph-kahypar", "metis", "random")
@@ -99,12 +103,7 @@ def compare_partitioners(
                 ranks_per_node=topology.ranks_per_node,
                 hierarchical_peer_rows=hierarchical,
             )
-            levels = node_traffic(metrics.peer_rows, topology)
-            row["inter_node_rows"] = levels.total_inter_rows
-            row["intra_node_rows"] = levels.total_intra_rows
-            row["hierarchical_inter_node_rows"] = node_traffic(
-                hierarchical, topology
-            ).total_inter_rows
+            row.update(node_rows_summary(metrics.peer_rows, hierarchical, topology))
         if keep_metrics:
             row["metrics"] = metrics
         refinement = getattr(partitioner, "last_refinement", None)

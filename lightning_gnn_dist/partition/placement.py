@@ -25,8 +25,8 @@ import numpy as np
 from lightning_gnn_dist.data.graph import column_net_pins, sorted_unique
 from lightning_gnn_dist.data.local import relabel_order
 
-PLACEMENTS: tuple[str, ...] = ("naive", "mapping", "two-level")
-"""Placement methods: ``"naive"`` (part ``p`` on rank ``p`` as partitioned), ``"mapping"``
+PLACEMENTS: tuple[str, ...] = ("naive", "mapped", "two-level")
+"""Placement methods: ``"naive"`` (part ``p`` on rank ``p`` as partitioned), ``"mapped"``
 (:func:`map_parts_to_nodes`), ``"two-level"`` (:func:`two_level_assignment`)."""
 
 
@@ -94,6 +94,20 @@ def node_traffic(peer_rows: np.ndarray, topology: Topology) -> NodeTraffic:
         inter_rows=(peer_rows * crossing).sum(axis=1).astype(np.int64),
         intra_rows=(peer_rows * ~crossing).sum(axis=1).astype(np.int64),
     )
+
+
+def node_rows_summary(
+    peer_rows: np.ndarray, hierarchical_rows: np.ndarray, topology: Topology
+) -> dict[str, int]:
+    """Halo rows per SpMM by level (the ``partition``/``partition-compare`` JSON keys):
+    ``inter_node_rows`` and ``intra_node_rows`` of ``p2p`` (``peer_rows``) and
+    ``hierarchical_inter_node_rows`` (``hierarchical_rows``, :func:`hierarchical_peer_rows`)."""
+    levels = node_traffic(peer_rows, topology)
+    return {
+        "inter_node_rows": levels.total_inter_rows,
+        "intra_node_rows": levels.total_intra_rows,
+        "hierarchical_inter_node_rows": node_traffic(hierarchical_rows, topology).total_inter_rows,
+    }
 
 
 def map_parts_to_nodes(peer_rows: np.ndarray, topology: Topology) -> np.ndarray:

@@ -143,24 +143,33 @@ class PartitionStore:
             return None
         return Topology(int(placement["num_nodes"]), int(placement["ranks_per_node"]))
 
-    def check_topology(self, topology: Topology | None) -> None:
-        """Refuse a launch on another topology than the recorded placement.
+    def check_topology(self, topology: Topology | None, placement: str | None = None) -> None:
+        """Refuse a launch on another topology than the recorded placement, or (``placement``
+        given, with a ``topology``) a store placed by another method than ``placement`` (a store
+        without a placement counts as ``"naive"``).
 
         Raises:
-            PartitionStoreError: the store was placed for other nodes × ranks per node (the
-                message says both and how to get a store for this launch).
+            PartitionStoreError: the store was placed for other nodes × ranks per node, or by
+                another method (the message says both and how to get a store for this launch).
         """
         placed = self.topology
-        if placed is None or topology is None or placed == topology:
-            return
-        method = self.meta["placement"]["method"]
-        raise PartitionStoreError(
-            f"the partition store {self.path} was placed ({method!r}) for {placed.num_nodes} "
-            f"node(s) x {placed.ranks_per_node} rank(s) per node, but this launch has "
-            f"{topology.num_nodes} node(s) x {topology.ranks_per_node} rank(s) per node: launch "
-            f"with num_nodes={placed.num_nodes} and devices={placed.ranks_per_node}, or "
-            "partition again for this launch (force=True / --force, or another store folder)"
-        )
+        if placed is not None and topology is not None and placed != topology:
+            raise PartitionStoreError(
+                f"the partition store {self.path} was placed ({self.meta['placement']['method']!r})"
+                f" for {placed.num_nodes} node(s) x {placed.ranks_per_node} rank(s) per node, but "
+                f"this launch has {topology.num_nodes} node(s) x {topology.ranks_per_node} rank(s) "
+                f"per node: launch with num_nodes={placed.num_nodes} and "
+                f"devices={placed.ranks_per_node}, or partition again for this launch "
+                "(force=True / --force, or another store folder)"
+            )
+        recorded = (self.meta.get("placement") or {}).get("method", "naive")
+        if topology is not None and placement is not None and recorded != placement:
+            raise PartitionStoreError(
+                f"the partition store {self.path} was placed {recorded!r}, but placement="
+                f"{placement!r} was requested: pass placement={recorded!r} (--placement "
+                f"{recorded}) to use it, or partition again (force=True / --force) or into "
+                "another store folder"
+            )
 
     def _verified(self, name: str, full: bool = True) -> Path:
         """``self.path / name`` after checking its size and (``full``) its sha256."""
@@ -263,7 +272,7 @@ def partition_to_store(
         topology: nodes × ranks per node of the launch (``num_nodes × ranks_per_node`` must be
             ``num_parts``). (default: ``None``, nothing recorded)
         placement: with a ``topology``, which parts share a node: ``"naive"`` (part ``p`` on
-            rank ``p``), ``"mapping"`` (the partition's parts renumbered so that few rows cross
+            rank ``p``), ``"mapped"`` (the partition's parts renumbered so that few rows cross
             nodes; :func:`~lightning_gnn_dist.partition.placement.map_parts_to_nodes`) or
             ``"two-level"`` (hypergraph partitioners only: into nodes first, then each node
             into its ranks; :func:`~lightning_gnn_dist.partition.placement.two_level_assignment`).
@@ -290,7 +299,7 @@ def partition_to_store(
     if occupied and not force:
         store = PartitionStore.open(path)
         store.check_matches(fingerprint, settings)
-        store.check_topology(topology)
+        store.check_topology(topology, placement)
         store.verify(full=verify)
         return store
 
@@ -298,7 +307,7 @@ def partition_to_store(
         f"partitioning {dataset or 'graph'} into {num_parts} parts with {partitioner.name}"
     ):
         start = time.perf_counter()
-        assignment, part_to_rank = _placed_assignment(
+        assignment, part_to_rank = placed_assignment(
             data, partitioner, num_parts, topology, placement
         )
         seconds = time.perf_counter() - start
@@ -352,7 +361,7 @@ def partition_to_store(
         if not occupied and path.exists():  # a concurrent writer won: use its store if it fits
             store = PartitionStore.open(path)
             store.check_matches(fingerprint, settings)
-            store.check_topology(topology)
+            store.check_topology(topology, placement)
             store.verify(full=verify)
             return store
         raise
@@ -362,11 +371,31 @@ def partition_to_store(
     return PartitionStore(path, meta)
 
 
+def check_placement(partitioner: Partitioner, placement: str) -> None:
+    """Refuse a placement the partitioner cannot make (before anything is partitioned).
+
+    Raises:
+        ValueError: an unknown ``placement`` (the valid ones are listed), a placement other
+            than ``"naive"`` for a vertex cut, or ``"two-level"`` for a partitioner without the
+            hypergraph model.
+    """
+    if placement not in PLACEMENTS:
+        raise ValueError(f"unknown placement {placement!r}; choose one of {', '.join(PLACEMENTS)}")
+    if placement != "naive" and partitioner.kind != "vertex":
+        raise ValueError(
+            f"placement={placement!r} needs a vertex partition (got {partitioner.name})"
+        )
+    if placement == "two-level" and not hasattr(partitioner, "partition_hypergraph"):
+        raise ValueError(
+            f"placement='two-level' cuts the hypergraph model twice: use method='hypergraph' "
+            f"(got {partitioner.name}); placement='mapped' works with any vertex partitioner"
+        )
+
+
 def _check_placement(
     partitioner: Partitioner, num_parts: int, topology: Topology | None, placement: str
 ) -> None:
-    if placement not in PLACEMENTS:
-        raise ValueError(f"unknown placement {placement!r}; choose one of {PLACEMENTS}")
+    check_placement(partitioner, placement)
     if topology is None:
         if placement != "naive":
             raise ValueError(f"placement={placement!r} needs the topology (nodes x ranks per node)")
@@ -376,26 +405,24 @@ def _check_placement(
             f"a topology of {topology.num_nodes} node(s) x {topology.ranks_per_node} rank(s) has "
             f"{topology.world_size} ranks but num_parts={num_parts}; they must be equal"
         )
-    if placement != "naive" and partitioner.kind != "vertex":
+    if placement != "naive" and topology.num_nodes == 1:
         raise ValueError(
-            f"placement={placement!r} needs a vertex partition (got {partitioner.name})"
-        )
-    if placement == "two-level" and not hasattr(partitioner, "partition_hypergraph"):
-        raise ValueError(
-            f"placement='two-level' cuts the hypergraph model twice: use method='hypergraph' "
-            f"(got {partitioner.name}); placement='mapping' works with any vertex partitioner"
+            f"placement={placement!r} decides which parts share a node, but the topology has one "
+            "node: use placement='naive'"
         )
 
 
-def _placed_assignment(
+def placed_assignment(
     data: Data,
     partitioner: Partitioner,
     num_parts: int,
     topology: Topology | None,
-    placement: str,
+    placement: str = "naive",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(assignment, part_to_rank)``: the partition with part ``p`` on rank ``p``, and the rank
-    of each part of the partitioner's own numbering (identity unless ``placement="mapping"``)."""
+    """``(assignment, part_to_rank)``: the partition with part ``p`` on rank ``p``
+    (``[num_nodes] int64``), and the rank of each part of the partitioner's own numbering
+    (``[P] int64``; identity unless ``placement="mapped"``). One node, or no ``topology``: the
+    partitioner's own assignment."""
     identity = np.arange(num_parts, dtype=np.int64)
     if topology is None or placement == "naive" or topology.num_nodes == 1:
         return partitioner.partition(data, num_parts), identity

@@ -506,3 +506,63 @@ def test_partition_compare_auto_prints_the_plan_table(capsys, tmp_path):
         assert code == 2 and message in err, err
     code, _, err = run(capsys, *args[:1], *args[2:], "--allow-stale")
     assert code == 2 and "apply to --auto only" in err
+
+
+@pytest.mark.parametrize("placement", ["naive", "two-level"])
+def test_partition_places_the_store_for_nodes(capsys, tmp_path, placement):
+    spec = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
+    args = ["partition", "--dataset", spec, "-p", "4", "--nodes", "2", "--placement", placement]
+    code, out, err = run(capsys, *args, "--out", str(tmp_path / "s"), "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    meta = PartitionStore.open(tmp_path / "s").meta
+    assert meta["placement"]["method"] == summary["placement"] == placement
+    assert (meta["placement"]["num_nodes"], meta["placement"]["ranks_per_node"]) == (2, 2)
+    assert summary["inter_node_rows"] + summary["intra_node_rows"] == summary["total_volume_rows"]
+    # without --out: the same partition and rows
+    code, out, _ = run(capsys, *args, "--json")
+    again = json.loads(out)
+    assert code == 0 and again["inter_node_rows"] == summary["inter_node_rows"]
+    # the store refuses to be reused with another placement
+    other = "naive" if placement != "naive" else "mapped"
+    code, _, err = run(capsys, *args[:-1], other, "--out", str(tmp_path / "s"))
+    assert code == 2 and f"placed {placement!r}, but placement={other!r}" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--placement", "mapped"],
+            "--placement mapped decides which parts share a node: add --nodes",
+        ),
+        (
+            ["--nodes", "2", "--placement", "two-level", "--method", "metis"],
+            "use method='hypergraph'",
+        ),
+        (["--nodes", "2", "--placement", "nearest"], "invalid choice: 'nearest'"),
+        (["--nodes", "3"], "--nodes 3: give a divisor of --num-parts 4"),
+    ],
+)
+def test_partition_refuses_a_bad_placement(capsys, tmp_path, graph_spec, extra, message):
+    argv = ["partition", "--dataset", graph_spec, "-p", "4", "--out", str(tmp_path / "s"), *extra]
+    code, out, err = run(capsys, *argv)
+    assert_one_error_line(code, out, err, message)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_partition_compare_auto_on_nodes_lists_hierarchical_and_two_level(capsys):
+    spec = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
+    args = ["partition-compare", "--auto", "--dataset", spec, "-p", "4", "--widths", "8,4,3"]
+    args += ["--methods", "hypergraph", "random", "--json"]
+    code, out, err = run(capsys, *args, "--nodes", "2")
+    assert code == 0, err
+    plan = json.loads(out)
+    kinds = {(r["candidate"]["exchange"], r["candidate"]["placement"]) for r in plan["rows"]}
+    assert {("hierarchical", "naive"), ("hierarchical", "two-level"), ("p2p", "two-level")} <= kinds
+    assert plan["settings"]["topology"] == {"num_nodes": 2, "ranks_per_node": 2}
+    code, out, _ = run(capsys, *args)
+    kinds = {
+        (r["candidate"]["exchange"], r["candidate"]["placement"]) for r in json.loads(out)["rows"]
+    }
+    assert code == 0 and {k for k in kinds if "hierarchical" in k or "two-level" in k} == set()

@@ -8,18 +8,22 @@ import numpy as np
 import pytest
 
 from lightning_gnn_dist.costmodel import ComputeCosts, Network
+from lightning_gnn_dist.costmodel.network import TwoLevelNetwork
 from lightning_gnn_dist.costmodel.plan import (
     Candidate,
     Plan,
     check_plan_options,
     memory_per_rank,
+    partition_candidates,
     plan_from_metrics,
     resolve_network,
     select,
+    store_folder,
     timed_indices,
 )
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.metrics import partition_metrics
+from lightning_gnn_dist.partition.placement import Topology
 from tests.helpers import random_graph
 
 COSTS = ComputeCosts(aggregate_seconds=1e-9, dense_seconds=2e-10, elementwise_seconds=1e-9)
@@ -138,3 +142,85 @@ def test_plan_options_are_checked(tmp_path):
     duplex = Network(SLOW.bandwidth_bytes_per_s, SLOW.latency_s, SLOW.bandwidth_bytes_per_s / 2)
     assert resolve_network(duplex.to_dict()) == duplex  # a dictionary keeps the duplex rate
     assert Candidate("metis", "rdm", rdm_order="dsds").strategy_options()["rdm_order"] == "dsds"
+
+
+# -- several nodes: the hierarchical exchange and the placements as candidates (issue 23) -------
+
+FAST = Network(bandwidth_bytes_per_s=1e10, latency_s=1e-6)
+CLUSTER = TwoLevelNetwork(intra_node=FAST, inter_node=SLOW)  # 10^4 x slower between nodes
+
+
+@pytest.fixture(scope="module")
+def placed():
+    """Partitions of a sparse multigraph (parallel edges, self loops, isolated vertices) for
+    2 nodes x 2 ranks: random and hypergraph, with their placements."""
+    data = random_graph(600, 1500, seed=4, features=8, parallel_edges=True)
+    return partition_candidates(data, 4, ["random", "hypergraph"], topology=Topology(2, 2))
+
+
+def test_several_nodes_add_hierarchical_and_the_placements(placed):
+    metrics, sources = placed
+    assert list(metrics)[:2] == ["random", "hypergraph"]  # naive partitions first (tie order)
+    assert "hypergraph/two-level" in metrics and "random/two-level" not in metrics
+    assert all(m.ranks_per_node == 2 for m in metrics.values())
+    assert set(sources) >= set(metrics)
+    plan = plan_from_metrics(metrics, DIMS, COSTS, CLUSTER, topology=Topology(2, 2))
+    names = {row.candidate.name for row in plan.rows}
+    assert {"random + hierarchical", "hypergraph/two-level + hierarchical"} <= names
+    assert "hypergraph/two-level + p2p" in names
+    assert len(plan.rows) == 4 * len(metrics)  # p2p, rdm, broadcast, hierarchical per partition
+    # a slow link between nodes and a fast one inside: hierarchical sends each row across once
+    assert plan.pick.exchange == "hierarchical" and plan.pick.exact
+    assert plan.settings["topology"] == {"num_nodes": 2, "ranks_per_node": 2}
+    assert plan.settings["network"] == CLUSTER.to_dict()
+    stored = Plan.from_dict(json.loads(json.dumps(plan.to_dict())))
+    assert stored == plan and stored.topology == Topology(2, 2)
+    two_level = next(r for r in stored.rows if r.candidate.placement == "two-level")
+    assert two_level.candidate.partition == "hypergraph/two-level"
+    assert store_folder(two_level.candidate.partition) == "hypergraph-two-level"
+
+
+def test_the_same_link_everywhere_prefers_p2p_over_hierarchical(placed):
+    """Between ranks of a node as slow as between nodes, the gateway's extra hop costs more
+    than the crossing rows it saves."""
+    metrics, _ = placed
+    plan = plan_from_metrics(metrics, DIMS, COSTS, SLOW, topology=Topology(2, 2))
+    assert plan.pick.exchange != "hierarchical"
+    hier = {r.candidate.partition: r for r in plan.rows if r.candidate.exchange == "hierarchical"}
+    p2p = {r.candidate.partition: r for r in plan.rows if r.candidate.exchange == "p2p"}
+    assert all(hier[k].epoch_seconds > p2p[k].epoch_seconds for k in p2p)
+
+
+def test_one_node_plans_as_before(placed, metrics):
+    """On one node (or one rank per node) nothing is placed and the plan is the plain one."""
+    plain = plan_from_metrics(metrics, DIMS, COSTS, SLOW)
+    for topology in (Topology(1, 3), Topology(3, 1)):
+        plan = plan_from_metrics(metrics, DIMS, COSTS, SLOW, topology=topology)
+        assert [r.candidate for r in plan.rows] == [r.candidate for r in plain.rows]
+        assert [r.epoch_seconds for r in plan.rows] == pytest.approx(
+            [r.epoch_seconds for r in plain.rows], rel=1e-12
+        )
+    one_node, _ = placed
+    assert "hierarchical" not in {
+        r.candidate.exchange
+        for r in plan_from_metrics(one_node, DIMS, COSTS, SLOW, topology=Topology(1, 4)).rows
+    }
+    with pytest.raises(ValueError, match="'hierarchical' is a candidate on several nodes"):
+        plan_from_metrics(metrics, DIMS, COSTS, SLOW, exchanges=["hierarchical"])
+    with pytest.raises(ValueError, match="unknown placement 'nearest'"):
+        plan_from_metrics({"metis/nearest": metrics["metis"]}, DIMS, COSTS, SLOW)
+
+
+def test_a_two_level_network_is_resolved_per_launch(tmp_path):
+    two = Topology(2, 2)
+    assert resolve_network(CLUSTER.to_dict(), two) == CLUSTER
+    assert resolve_network(CLUSTER, Topology(1, 4)) == FAST  # one node: every pair inside it
+    probe = tmp_path / "probe.json"
+    levels = {"intra_node": FAST.to_dict(), "inter_node": SLOW.to_dict()}
+    probe.write_text(json.dumps({"world_size": 4, "nodes": 2, "levels": levels}))
+    assert resolve_network(str(probe), two) == CLUSTER
+    assert resolve_network(str(probe)) == SLOW  # one node: the probe's inter-node level, as before
+    one_level = tmp_path / "one.json"
+    one_level.write_text(json.dumps({"levels": {"inter_node": SLOW.to_dict()}}))
+    assert resolve_network(str(one_level), two) == SLOW  # serves both levels
+    assert resolve_network("loopback", two) == resolve_network("loopback")

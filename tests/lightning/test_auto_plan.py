@@ -10,7 +10,7 @@ import pytorch_lightning as pl
 
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
 from lightning_gnn_dist.costmodel import Network
-from lightning_gnn_dist.costmodel.plan import Candidate, Plan
+from lightning_gnn_dist.costmodel.plan import Candidate, Plan, store_folder
 from lightning_gnn_dist.lightning.compat import LightningNeutral
 from tests.distributed import run_ranks
 from tests.helpers import fit_quietly, random_graph
@@ -171,3 +171,37 @@ def test_fit_with_method_and_exchange_auto(tmp_path):
     (folder,) = [p for p in tmp_path.iterdir() if p.name.startswith("sbm")]
     assert folder.name.startswith("sbm_num_nodes_600") and "-auto-p2-" in folder.name
     assert (folder / "plan.json").is_file() and (folder / "random" / "meta.json").is_file()
+
+
+def test_on_two_nodes_the_plan_weighs_hierarchical_and_the_placements(tmp_path):
+    """2 nodes x 2 ranks, a slow link between nodes and a fast one inside: the plan lists
+    ``hierarchical`` and the two-level partition, picks ``hierarchical``, stores the placement in
+    ``plan.json``, and the module reads the pick's store with that placement. On one node the
+    same options list neither."""
+    data = random_graph(600, 1500, seed=4, features=6, classes=3, parallel_edges=True)
+    fast = Network(bandwidth_bytes_per_s=1e10, latency_s=1e-6).to_dict()
+    options = _options(
+        network={"intra_node": fast, "inter_node": SLOW}, methods=["random", "hypergraph"], top_k=0
+    )
+    dm = GraphPartitionDataModule(data, method="auto", root=str(tmp_path), plan_options=options)
+    dm.trainer = SimpleNamespace(num_nodes=2, world_size=4, global_rank=2, strategy=None)
+    dm.prepare_data()
+    names = {row.candidate.name for row in dm.plan.rows}
+    assert {"hypergraph/two-level + hierarchical", "random + hierarchical"} <= names
+    pick = dm.plan.pick
+    assert pick.exchange == "hierarchical" and dm.plan_dir.name.endswith("-n2")
+    stored = json.loads((dm.plan_dir / "plan.json").read_text())
+    assert stored["pick"]["placement"] == pick.placement
+    assert stored["settings"]["topology"] == {"num_nodes": 2, "ranks_per_node": 2}
+    dm.setup("fit")
+    assert dm.store_path == dm.plan_dir / store_folder(pick.partition)
+    assert dm.store.meta["placement"]["method"] == pick.placement
+    assert dm.local_partition.part_id == 2
+    one = GraphPartitionDataModule(data, method="auto", root=str(tmp_path), plan_options=options)
+    one.trainer = SimpleNamespace(num_nodes=1, world_size=4, global_rank=0, strategy=None)
+    one.prepare_data()
+    assert one.plan_dir != dm.plan_dir
+    assert all(
+        r.candidate.exchange != "hierarchical" and r.candidate.placement == "naive"
+        for r in one.plan.rows
+    )

@@ -57,6 +57,16 @@ def test_store_folder_follows_the_partitioner_settings(tmp_path, monkeypatch):
     [
         ({"method": "nope"}, "unknown partition method 'nope'"),
         ({"num_parts": 0}, "num_parts must be an integer >= 1"),
+        (
+            {"placement": "nearest"},
+            "undefined placement option 'nearest'; choose one of naive, mapped, two-level",
+        ),
+        ({"method": "metis", "placement": "two-level"}, "use method='hypergraph'"),
+        ({"method": "vertex-cut", "placement": "mapped"}, "needs a vertex partition"),
+        (
+            {"method": "auto", "plan_options": {"widths": [4, 2]}, "placement": "two-level"},
+            "method='auto' chooses the placement itself",
+        ),
     ],
 )
 def test_datamodule_argument_errors(kwargs, match):
@@ -167,6 +177,64 @@ def test_a_placed_store_refuses_a_launch_on_another_topology(tmp_path):
     other.trainer = SimpleNamespace(num_nodes=1, world_size=4, global_rank=0)
     with pytest.raises(PartitionStoreError, match="launch with num_nodes=2 and devices=2"):
         other.setup("fit")
+
+
+@pytest.mark.parametrize(
+    ("method", "placement"), [("random", "mapped"), ("hypergraph", "two-level")]
+)
+def test_the_placement_reaches_a_store_of_its_own(tmp_path, method, placement):
+    from types import SimpleNamespace
+
+    data = random_graph(80, 400, 4, features=2, parallel_edges=True)
+    trainer = SimpleNamespace(num_nodes=2, world_size=4, global_rank=1)
+    naive = GraphPartitionDataModule(data, method=method, num_parts=4, root=str(tmp_path))
+    placed = GraphPartitionDataModule(
+        data, method=method, num_parts=4, root=str(tmp_path), placement=placement
+    )
+    for dm in (naive, placed):
+        dm.trainer = trainer
+        dm.prepare_data()
+    assert placed.store_path.name == naive.store_path.name + f"-{placement}"
+    assert naive.store.meta["placement"]["method"] == "naive"
+    assert placed.store.meta["placement"]["method"] == placement
+    placed.setup("fit")
+    assert placed.local_partition.part_id == 1 and f"placement={placement!r}" in repr(placed)
+    # a store placed otherwise is refused, not run with the wrong placement
+    other = GraphPartitionDataModule(
+        data, method=method, num_parts=4, store=str(naive.store_path), placement=placement
+    )
+    other.trainer = trainer
+    with pytest.raises(PartitionStoreError, match=f"placed 'naive', but placement={placement!r}"):
+        other.setup("fit")
+
+
+def test_a_placement_on_one_node_is_refused_before_partitioning(tmp_path):
+    from types import SimpleNamespace
+
+    dm = GraphPartitionDataModule(
+        random_graph(30, 60, 1, features=2),
+        method="random",
+        num_parts=2,
+        root=str(tmp_path),
+        placement="mapped",
+    )
+    for trainer in (None, SimpleNamespace(num_nodes=1, world_size=2, global_rank=0)):
+        dm.trainer = trainer
+        for step in (dm.prepare_data, lambda: dm.setup("fit")):
+            with pytest.raises(ValueError, match="placement='mapped' decides which parts share a"):
+                step()
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_cli_takes_the_placement(capsys):
+    import yaml
+
+    from lightning_gnn_dist.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "--data.placement", "two-level", "--print_config"])
+    assert exit_.value.code == 0
+    assert yaml.safe_load(capsys.readouterr().out)["data"]["placement"] == "two-level"
 
 
 def test_strategy_keeps_process_options_and_drops_unchanged_ddp_defaults():

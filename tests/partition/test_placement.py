@@ -131,10 +131,10 @@ def test_the_store_records_the_placement_and_refuses_another_topology(tmp_path):
     partitioner = get_partitioner("random", seed=0)
     topology = Topology(2, 2)
     path = tmp_path / "placed"
-    store = partition_to_store(data, partitioner, 4, path, topology=topology, placement="mapping")
+    store = partition_to_store(data, partitioner, 4, path, topology=topology, placement="mapped")
     placement = store.meta["placement"]
     assert (placement["num_nodes"], placement["ranks_per_node"]) == (2, 2)
-    assert placement["method"] == "mapping"
+    assert placement["method"] == "mapped"
     assert sorted(placement["part_to_rank"]) == [0, 1, 2, 3]
     # the stored assignment is the partitioner's renumbered: part p of it runs on rank p
     rank_of = np.asarray(placement["part_to_rank"])
@@ -143,22 +143,29 @@ def test_the_store_records_the_placement_and_refuses_another_topology(tmp_path):
     assert store.metrics.hierarchical_peer_rows.shape == (4, 4)
     store.check_topology(topology)
     store.check_topology(None)  # nothing known about the launch: nothing to check
-    with pytest.raises(PartitionStoreError, match=r"placed \('mapping'\) for 2 node\(s\) x 2"):
+    with pytest.raises(PartitionStoreError, match=r"placed \('mapped'\) for 2 node\(s\) x 2"):
         store.check_topology(Topology(1, 4))
     with pytest.raises(PartitionStoreError, match="num_nodes=2 and devices=2"):
         partition_to_store(data, partitioner, 4, path, topology=Topology(4, 1))
+    # the same topology by another placement method is another store
+    with pytest.raises(PartitionStoreError, match="placed 'mapped', but placement='naive'"):
+        partition_to_store(data, partitioner, 4, path, topology=topology)
+    store.check_topology(None, "naive")  # nothing known about the launch: nothing to check
     plain = partition_to_store(data, partitioner, 4, tmp_path / "plain")
     assert "placement" not in plain.meta and plain.topology is None
     plain.check_topology(Topology(2, 2))  # an unplaced store runs anywhere (part p on rank p)
+    with pytest.raises(PartitionStoreError, match=r"pass placement='naive' \(--placement naive"):
+        plain.check_topology(Topology(2, 2), "two-level")
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"placement": "mapping"}, "needs the topology"),
+        ({"placement": "mapped"}, "needs the topology"),
         ({"placement": "nearest", "topology": Topology(2, 2)}, "unknown placement 'nearest'"),
         ({"topology": Topology(3, 1)}, "has 3 ranks but num_parts=4"),
         ({"placement": "two-level", "topology": Topology(2, 2)}, "use method='hypergraph'"),
+        ({"placement": "mapped", "topology": Topology(1, 4)}, "the topology has one node"),
     ],
 )
 def test_bad_placements_are_refused_before_partitioning(tmp_path, kwargs, match):
