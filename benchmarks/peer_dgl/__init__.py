@@ -64,6 +64,7 @@ VARIANTS = [  # (row, system, task, ranks)
     ("mini-batch SAGE", "ours", "sage-mini", 1),
     ("mini-batch SAGE", "ours+prefetch", "sage-mini", 1),
     ("mini-batch SAGE", "ours", "sage-mini", 2),
+    ("mini-batch SAGE", "ours+prefetch", "sage-mini", 2),
     ("mini-batch SAGE", "distdgl", "sage-mini", 2),
 ]
 DISTDGL = Path(__file__).with_name("distdgl.py")

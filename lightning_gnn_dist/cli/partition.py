@@ -150,7 +150,8 @@ def _partition_parser() -> argparse.ArgumentParser:
     cmp.add_argument(
         "--plot",
         metavar="FILE.png",
-        help="also draw the methods side by side per rank (needs the 'plot' extra)",
+        help="also draw the methods side by side per rank, and with --nodes each method's halo "
+        "rows per node (FILE-nodes-METHOD.png) (needs the 'plot' extra)",
     )
     return parser
 
@@ -160,6 +161,28 @@ def _ranks_per_node(args: argparse.Namespace) -> int | None:
     if args.nodes < 1 or args.num_parts % args.nodes:
         raise ValueError(f"--nodes {args.nodes}: give a divisor of --num-parts {args.num_parts}")
     return args.num_parts // args.nodes if args.nodes > 1 else None
+
+
+def _plot_node_traffic(metrics: dict, topology, title: str, path: str) -> None:
+    """Each vertex partition's halo rows per node, to other nodes and inside the node, as
+    ``FILE-nodes-METHOD.png`` beside ``--plot FILE.png`` (a vertex cut has no rank-pair rows)."""
+    from pathlib import Path
+
+    from lightning_gnn_dist.partition.metrics import PartitionMetrics
+    from lightning_gnn_dist.plots import node_traffic_figure, save_figure
+
+    plot = Path(path)
+    for method, m in metrics.items():
+        if isinstance(m, PartitionMetrics):
+            figure = node_traffic_figure(
+                m.peer_rows,
+                None,
+                topology,
+                f"{title}: {method}",
+                unit="rows per exchange",
+                measured_label="p2p, from the partition",
+            )
+            save_figure(figure, plot.with_name(f"{plot.stem}-nodes-{method}.png"))
 
 
 def _topology(args: argparse.Namespace):
@@ -366,6 +389,8 @@ def run_partition_command(argv: Sequence[str]) -> int:
             from lightning_gnn_dist.plots import partition_comparison_figure, save_figure
 
             save_figure(partition_comparison_figure(metrics, title), args.plot)
+            if _topology(args) is not None:
+                _plot_node_traffic(metrics, _topology(args), title, args.plot)
         if args.json:
             print(json.dumps(rows, indent=1))
         else:

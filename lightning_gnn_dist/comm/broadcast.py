@@ -9,6 +9,7 @@ from torch import Tensor
 
 from lightning_gnn_dist.comm.base import HaloExchange, Transfer
 from lightning_gnn_dist.comm.codec import Codec
+from lightning_gnn_dist.comm.messages import start_messages
 from lightning_gnn_dist.partition.metrics import PartitionMetrics
 
 
@@ -158,7 +159,7 @@ class BroadcastExchange(HaloExchange):
                 if peer != self.rank:
                     received.append(codec.empty(sizes[self.rank], width, grad_halo))
                     ops.append(dist.P2POp(dist.irecv, received[-1], self._peer(peer), self.group))
-        for request in dist.batch_isend_irecv(ops) if ops else []:
+        for request in start_messages(ops):
             request.wait()
         for wire in received:
             grad_owned += codec.decode(wire, width, grad_halo.dtype)

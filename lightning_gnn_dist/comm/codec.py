@@ -62,6 +62,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from lightning_gnn_dist.comm.messages import all_to_all
 from lightning_gnn_dist.data.sampler import hash_keys
 
 DIRECTIONS = ("forward", "backward")
@@ -628,7 +629,7 @@ def all_to_all_rows(
     redistributions; :meth:`~lightning_gnn_dist.comm.base.HaloExchange._all_to_all_rows` also
     counts them)."""
     received = codec.empty(sum(recv_counts), width, wire)
-    dist.all_to_all_single(received, wire, recv_counts, send_counts, group=group)
+    all_to_all(received, wire, recv_counts, send_counts, group=group)
     return codec.decode(received, width, dtype)
 
 

@@ -31,6 +31,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from lightning_gnn_dist.comm.base import Transfer
+from lightning_gnn_dist.comm.messages import start_messages
 from lightning_gnn_dist.comm.p2p import P2PExchange
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.partition.metrics import PartitionMetrics
@@ -135,7 +136,7 @@ class HierarchicalExchange(P2PExchange):
 
     @staticmethod
     def _wait_all(ops: list) -> None:
-        for request in dist.batch_isend_irecv(ops) if ops else []:
+        for request in start_messages(ops):
             request.wait()
 
     def _build_plan(self) -> dict:
@@ -229,11 +230,11 @@ class HierarchicalExchange(P2PExchange):
         """Post like :meth:`_post`; return ``(send requests, receive requests)`` so that a
         gateway forwards what it received without waiting for its own sends to leave (with a
         backend that returns one request for the whole batch, all of it counts as receiving)."""
-        requests = self._post(send, send_counts, recv, recv_counts)
-        sends = sum(1 for c in send_counts if c)
-        if len(requests) != sends + sum(1 for c in recv_counts if c):
+        requests = self._post(send, send_counts, recv, recv_counts)  # receives first
+        receives = sum(1 for c in recv_counts if c)
+        if len(requests) != receives + sum(1 for c in send_counts if c):
             return [], requests
-        return requests[:sends], requests[sends:]
+        return requests[receives:], requests[:receives]
 
     def _post_forward(self, h_owned: Tensor, layer: str) -> Transfer:
         plan = self._get_plan(h_owned.device)

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from lightning_gnn_dist.comm.base import HaloExchange, Transfer
 from lightning_gnn_dist.comm.codec import Codec
+from lightning_gnn_dist.comm.messages import start_messages
 from lightning_gnn_dist.partition.metrics import PartitionMetrics
 
 
@@ -59,7 +60,7 @@ class P2PExchange(HaloExchange):
                     )
                 )
             offset += count
-        return dist.batch_isend_irecv(ops) if ops else []
+        return start_messages(ops)
 
     def _move(
         self,

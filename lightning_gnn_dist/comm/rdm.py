@@ -41,6 +41,7 @@ from torch.autograd import Function
 from lightning_gnn_dist.comm.base import HaloExchange, Transfer
 from lightning_gnn_dist.comm.codec import CodecPolicy
 from lightning_gnn_dist.comm.counters import CommCounter
+from lightning_gnn_dist.comm.messages import all_to_all
 from lightning_gnn_dist.comm.rdm_plan import (
     LayerShape,
     OrderCost,
@@ -414,7 +415,7 @@ class RDMExchange(HaloExchange):
         start = time.perf_counter()
         out = send.new_empty(sum(recv_splits))
         if self.world_size > 1 and peers > 1:
-            dist.all_to_all_single(out, send, recv_splits, send_splits, group=self.group)
+            all_to_all(out, send, recv_splits, send_splits, group=self.group)
         else:
             out.copy_(send)
         rank = self.rank
@@ -445,7 +446,7 @@ class RDMExchange(HaloExchange):
         counts = torch.tensor([c.size(0) for c in chunks], dtype=torch.int64, device=self.device)
         received = counts.clone()
         if self.world_size > 1:
-            dist.all_to_all_single(received, counts, group=self.group)
+            all_to_all(received, counts, group=self.group)
         send_splits = [int(c) * width for c in counts.tolist()]
         recv_splits = [int(c) * width for c in received.tolist()]
         out = self._all_to_all(

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from lightning_gnn_dist.comm.messages import all_to_all
 from lightning_gnn_dist.costmodel.network import Network, fit_network
 
 #: Bytes per transfer, smallest first (64 B .. 64 MiB, ×4 steps).
@@ -168,7 +169,7 @@ def _all_to_all(buffer: torch.Tensor, repeats: int) -> float:
     for i in range(repeats + 1):
         dist.barrier()
         start = time.perf_counter()
-        dist.all_to_all_single(out, buffer)
+        all_to_all(out, buffer)
         if i:
             times.append(time.perf_counter() - start)
     return statistics.median(times)

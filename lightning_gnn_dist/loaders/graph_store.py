@@ -23,12 +23,12 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.distributed as dist
 from torch import Tensor
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.comm import CommCounter, make_exchange
 from lightning_gnn_dist.comm.codec import ADAPTIVE, CodecPolicy, all_to_all_rows
+from lightning_gnn_dist.comm.messages import all_to_all
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.sampler import InEdges
 
@@ -194,7 +194,7 @@ class PartitionedGraphStore:
             return send[:0], torch.zeros_like(send_counts)
         if recv_counts is None:
             recv_counts = torch.empty_like(send_counts)
-            dist.all_to_all_single(recv_counts, send_counts, group=self.group)
+            all_to_all(recv_counts, send_counts, group=self.group)
             ones = torch.ones_like(send_counts)
             self._record("control", direction, ones, ones, 1, 8)
         width = math.prod(send.shape[1:])
@@ -207,9 +207,7 @@ class PartitionedGraphStore:
             self._record(layer, direction, send_counts, recv_counts, width, size, row_bytes, codec)
             return recv, recv_counts
         recv = send.new_empty((int(recv_counts.sum()), *send.shape[1:]))
-        dist.all_to_all_single(
-            recv, send, recv_counts.tolist(), send_counts.tolist(), group=self.group
-        )
+        all_to_all(recv, send, recv_counts.tolist(), send_counts.tolist(), group=self.group)
         self._record(
             layer, direction, send_counts, recv_counts, width, send.element_size(), codec=codec
         )

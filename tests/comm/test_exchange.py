@@ -126,3 +126,49 @@ def test_a_finished_exchange_leaves_no_reference_cycle():
         assert not [o for o in gc.get_objects() if isinstance(o, PendingHalo)]
     finally:
         gc.enable()
+
+
+
+def test_messages_start_with_every_receive_before_any_send(monkeypatch):
+    """gloo runs a pair half-duplex when a message arrives before its receive is posted."""
+    from types import SimpleNamespace
+
+    import torch.distributed as dist
+
+    from lightning_gnn_dist.comm import messages
+
+    started = []
+    monkeypatch.setattr(dist, "batch_isend_irecv", lambda ops: started.extend(ops) or ops)
+    send = [SimpleNamespace(op=dist.isend, peer=p) for p in (1, 2)]
+    recv = [SimpleNamespace(op=dist.irecv, peer=p) for p in (1, 2)]
+    assert messages.start_messages([send[0], recv[0], send[1], recv[1]]) == started
+    assert started == [recv[0], recv[1], send[0], send[1]]  # each kind keeps its order
+    assert messages.start_messages([]) == []
+
+
+def _all_to_all_rank(rank, world_size):
+    import torch.distributed as dist
+
+    from lightning_gnn_dist.comm.messages import all_to_all
+
+    # Rank r sends (r + q) % 3 rows of width 2 to rank q (some empty), valued 100 r + q.
+    sent = [(rank + q) % 3 for q in range(world_size)]
+    received = [(p + rank) % 3 for p in range(world_size)]
+    rows = torch.cat([torch.full((c, 2), 100.0 * rank + q) for q, c in enumerate(sent)])
+    out = torch.full((sum(received), 2), -1.0)
+    all_to_all(out, rows, received, sent)
+    reference = torch.full_like(out, -1.0)
+    dist.all_to_all_single(reference, rows, received, sent)
+    even = torch.empty(world_size, dtype=torch.int64)  # equal splits, no sizes given
+    all_to_all(even, torch.arange(world_size) + 10 * rank)
+    with pytest.raises(ValueError, match="do not add up"):
+        all_to_all(out, rows, received, [c + 1 for c in sent])
+    return out.tolist(), reference.tolist(), even.tolist()
+
+
+def test_all_to_all_moves_what_all_to_all_single_moves():
+    for rank, (out, reference, even) in enumerate(run_ranks(_all_to_all_rank, 3)):
+        assert out == reference
+        expected = [[100.0 * p + rank] * 2 for p in range(3) for _ in range((p + rank) % 3)]
+        assert out == expected
+        assert even == [10 * p + rank for p in range(3)]

@@ -113,15 +113,21 @@ def test_partition_comparison_draws_every_method_per_rank():
     assert labels == [f"metis ({ratio:.2f}x random)", "random (1.00x random)"]
 
 
-def test_partition_compare_cli_writes_the_plot(tmp_path, capsys):
+@pytest.mark.parametrize("parts, nodes", [(3, 1), (4, 2)])
+def test_partition_compare_cli_writes_the_plot(tmp_path, capsys, parts, nodes):
     target = tmp_path / "compare.png"
     code = main(
-        ["partition-compare", "--dataset", DATASET, "-p", "3", "--methods", "metis", "random"]
-        + ["--json", "--plot", str(target)]
+        ["partition-compare", "--dataset", DATASET, "-p", str(parts), "--nodes", str(nodes)]
+        + ["--methods", "metis", "random", "--json", "--plot", str(target)]
     )
     assert code == 0
     assert [row["method"] for row in json.loads(capsys.readouterr().out)] == ["metis", "random"]
-    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    per_node = sorted(p.name for p in tmp_path.glob("compare-nodes-*.png"))
+    assert per_node == (
+        [] if nodes == 1 else ["compare-nodes-metis.png", "compare-nodes-random.png"]
+    )
+    for path in [target, *tmp_path.glob("compare-nodes-*.png")]:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_missing_matplotlib_gives_the_install_hint(monkeypatch):
