@@ -128,7 +128,6 @@ def test_a_finished_exchange_leaves_no_reference_cycle():
         gc.enable()
 
 
-
 def test_messages_start_with_every_receive_before_any_send(monkeypatch):
     """gloo runs a pair half-duplex when a message arrives before its receive is posted."""
     from types import SimpleNamespace
