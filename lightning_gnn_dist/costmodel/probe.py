@@ -10,14 +10,12 @@ fit_network`) at two levels and for one collective:
 * ``intra_node``: ping-pong between rank 0 and another rank on its own node (shared memory or
   loopback on a real machine);
 * ``all_to_all``: every rank sends ``size`` bytes to every other at once
-  (``all_to_all_single``); the bytes of the fit are what one rank sends to the others,
-  ``(P − 1) · size``, so its bandwidth is the per-rank bandwidth when every link is busy both
-  ways (the cost model's duplex bandwidth: :meth:`Network.from_probe`), and its latency is per
-  collective, not per message. Its sizes stop at ``all_to_all_max_bytes`` (4 MiB, once the
-  times show the bandwidth), the size of a halo exchange's messages: on TCP, a transfer both
-  ways keeps ramping up with its size (on the emulated cluster's links, 4 MiB ran at 0.51–0.59
-  of the one-way rate and 16 MiB at 0.93), so whether one more size fitted in ``max_seconds``
-  decided between those two readings, and an exchange of a few MB runs at the first.
+  (:func:`~lightning_gnn_dist.comm.messages.all_to_all`, the pattern of every exchange: on
+  gloo one message per peer, receives posted first); the bytes of the fit are what one rank
+  sends to the others, ``(P − 1) · size``, so its bandwidth is the per-rank bandwidth when every
+  link is busy both ways (the cost model's duplex bandwidth: :meth:`Network.from_probe`), and
+  its latency is per collective, not per message. Its sizes stop at ``all_to_all_max_bytes``
+  (4 MiB, once the times show the bandwidth), the size of a halo exchange's messages.
 
 A level that the placement of the ranks does not have (one node, one rank per node) is ``None``.
 Sizes grow ×4 until the next transfer would take more than ``max_seconds`` (the probe stays
@@ -163,7 +161,7 @@ def _ping_pong(rank: int, pair: tuple[int, int], buffer: torch.Tensor, repeats: 
 
 
 def _all_to_all(buffer: torch.Tensor, repeats: int) -> float:
-    """Median seconds of one ``all_to_all_single`` of ``buffer`` (this rank's)."""
+    """Median seconds of one all-to-all of ``buffer`` (this rank's; equal splits)."""
     out = torch.empty_like(buffer)
     times = []
     for i in range(repeats + 1):
