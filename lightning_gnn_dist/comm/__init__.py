@@ -18,6 +18,9 @@ mode             what moves per layer and direction                       module
 ``rdm``          no halo: one all-to-all per switch between row and       :mod:`.rdm`,
                  column slices; Â replicated (paper 003)                  :mod:`.rdm_plan`
 ================ ======================================================== ======================
+
+Every mode moves its rows with :func:`start_messages` (point-to-point, receives posted first) or
+:func:`all_to_all` (:mod:`.messages`), which keep a gloo link busy both ways.
 """
 
 from lightning_gnn_dist.comm.base import (
@@ -32,6 +35,7 @@ from lightning_gnn_dist.comm.broadcast import BroadcastExchange
 from lightning_gnn_dist.comm.cached import CachedExchange
 from lightning_gnn_dist.comm.counters import CommCounter, Traffic
 from lightning_gnn_dist.comm.hierarchical import HierarchicalExchange
+from lightning_gnn_dist.comm.messages import all_to_all, start_messages
 from lightning_gnn_dist.comm.p2p import P2PExchange
 from lightning_gnn_dist.comm.rdm import RDMExchange
 from lightning_gnn_dist.comm.vertex_cut import (
@@ -55,6 +59,8 @@ __all__ = [
     "RDMExchange",
     "Traffic",
     "Transfer",
+    "all_to_all",
     "make_exchange",
     "resolve_exchange_mode",
+    "start_messages",
 ]

@@ -26,7 +26,11 @@ from lightning_gnn_dist.costmodel.plan import Candidate, Plan, select, timed_ind
 from lightning_gnn_dist.data.local import LocalPartition
 
 DEFAULT_TIMED_STEPS = 3
-"""Timed steps per candidate (after two untimed steps of each)."""
+"""Timed steps per candidate and round (after two untimed steps of each in the first round, one
+in the others)."""
+
+DEFAULT_ROUNDS = 2
+"""Rounds of :func:`time_candidates`: each candidate's timed block in every round."""
 
 
 def exchange_options(candidate: Candidate, ranks_per_node: int | None = None) -> dict[str, Any]:
@@ -58,19 +62,22 @@ def time_candidates(
     dims: Sequence[int],
     steps: int = DEFAULT_TIMED_STEPS,
     ranks_per_node: int | None = None,
+    rounds: int = DEFAULT_ROUNDS,
 ) -> dict[str, float]:
-    """Seconds of one GCN training step of each candidate (by ``name``): the median of
-    ``steps`` timed steps, each the slowest rank's. First every candidate runs one step (the
-    processes settle: a candidate timed first right after start-up measured 1.18× and 3.7× slow
-    on the emulated cluster); then each candidate runs one more untimed step and its ``steps``
-    timed ones in a row, as training runs them. Candidates that took turns step by step were
-    timed in links that had just carried another candidate's messages: on 200 Mbit/s links
-    ``rdm`` after ``p2p`` measured 126–130 ms against 78–84 ms in a row, in both runs, and the
-    pick missed the fastest plan by 1.17× and 1.34×. The median, not the fastest step: ranks
-    that share cores make some modes' steps vary several-fold, and the epoch a user waits for
-    is the typical one. Collective when a process group exists. ``parts``: partition label
-    (:attr:`Candidate.partition`) → this rank's part; ``ranks_per_node``: the launch's, for
-    ``hierarchical`` candidates.
+    """Seconds of one GCN training step of each candidate (by ``name``). First every
+    candidate runs one step (the processes settle: a candidate timed first right after start-up
+    measured 1.18× and 3.7× slow on the emulated cluster). Then, in each of ``rounds`` rounds,
+    each candidate runs one untimed step and ``steps`` timed ones in a row, as training runs
+    them (candidates that took turns step by step were timed in links that had just carried
+    another candidate's messages: on 200 Mbit/s links ``rdm`` after ``p2p`` measured 126–130 ms
+    against 78–84 ms in a row, and the pick missed the fastest plan by 1.17× and 1.34×). A
+    round's figure is the median of its steps, each the slowest rank's (ranks that share cores
+    make some modes' steps vary several-fold, and the epoch a user waits for is the typical
+    one); a candidate's is its best round, so a block that a transient slowed does not decide
+    (with one round, the first candidate's block after the settling steps timed ``rdm`` at
+    81–88 ms against 56–64 ms in the rounds of ``benchmarks.auto_plan``, twice). Collective when
+    a process group exists. ``parts``: partition label (:attr:`Candidate.partition`) → this
+    rank's part; ``ranks_per_node``: the launch's, for ``hierarchical`` candidates.
     """
     from lightning_gnn_dist.comm import make_exchange
     from lightning_gnn_dist.nn import use_graph_context
@@ -111,18 +118,25 @@ def time_candidates(
             dist.all_reduce(took, op=dist.ReduceOp.MAX)
         return float(took[0])
 
-    samples: dict[str, list[float]] = {run[0]: [] for run in runs}
+    blocks: dict[str, list[list[float]]] = {run[0]: [] for run in runs}
     try:
         for run in runs:
             step(run, 0)  # every candidate once, while the processes settle
-        for run in runs:
-            step(run, 1)  # the links adapt to this candidate's messages
-            for number in range(2, steps + 2):
-                samples[run[0]].append(step(run, number))
+        for r in range(rounds):
+            first = 1 + r * (steps + 1)  # each candidate's steps are numbered 0, 1, 2, ...
+            for run in runs:
+                step(run, first)  # the links adapt to this candidate's messages
+                blocks[run[0]].append([step(run, first + 1 + i) for i in range(steps)])
     finally:
         for run in runs:
             run[2].exchange.close()
-    return {name: statistics.median(values) for name, values in samples.items()}
+    return {name: best_round(rounds_of) for name, rounds_of in blocks.items()}
+
+
+def best_round(blocks: Sequence[Sequence[float]]) -> float:
+    """A candidate's step seconds from its timed blocks (one per round): the smallest of the
+    blocks' medians."""
+    return min(statistics.median(block) for block in blocks)
 
 
 def timed_partitions(plan: Plan, top_k: int) -> list[str]:
