@@ -6,10 +6,10 @@ collectives and copies decides between them. Like ``exchange="rdm"``'s ``rdm_ord
 and picks the fastest: the best prediction of each of the ``top_k`` best exchange modes, since
 the model's bytes are exact (it ranks one mode's partitions well) while what a mode costs beyond
 its bytes is what timing tells. A step is the forward and backward of a GCN with the plan's
-widths on the rank's part of the candidate's partition (random features of width ``d_0``, a
-sum-of-squares loss, the gradient all-reduce): the work and messages the prediction models,
-independent of the user's module. It is collective: every rank calls it with the same plan, and the step time is the
-slowest rank's, so every rank reaches the same decision.
+widths on the rank's part of the candidate's partition (its features, or random ones of width
+``d_0``, a sum-of-squares loss, the gradient all-reduce): the work and messages the prediction
+models, independent of the user's module. It is collective: every rank calls it with the same
+plan, and the step time is the slowest rank's, so every rank reaches the same decision.
 """
 
 from __future__ import annotations
@@ -26,11 +26,7 @@ from lightning_gnn_dist.costmodel.plan import Candidate, Plan, select, timed_ind
 from lightning_gnn_dist.data.local import LocalPartition
 
 DEFAULT_TIMED_STEPS = 3
-"""Timed steps per candidate and round (after two untimed steps of each in the first round, one
-in the others)."""
-
-DEFAULT_ROUNDS = 2
-"""Rounds of :func:`time_candidates`: each candidate's timed block in every round."""
+"""Timed steps per candidate (after two untimed steps of each)."""
 
 
 def exchange_options(candidate: Candidate, ranks_per_node: int | None = None) -> dict[str, Any]:
@@ -56,28 +52,37 @@ def _gcn(dims) -> torch.nn.Module:
     return distribute(model)
 
 
+def _step_input(part: LocalPartition, width: int) -> torch.Tensor:
+    """The first layer's input of a timed step: the part's own features where they have the
+    plan's width (``[num_owned, width]`` float32), as training passes them, else random ones.
+    ``rdm`` recognises the part's features as static and redistributes them once, not every
+    step: random features timed an ``rdm`` step at 80–88 ms where training ran it at 56–64 ms
+    (SBM, 2 emulated nodes, 200 Mbit/s, three runs)."""
+    x = part.x
+    if x is not None and x.dtype == torch.float32 and tuple(x.shape) == (part.num_owned, width):
+        return x
+    return torch.randn(part.num_owned, width, generator=torch.Generator().manual_seed(part.part_id))
+
+
 def time_candidates(
     candidates: Sequence[Candidate],
     parts: Mapping[str, LocalPartition],
     dims: Sequence[int],
     steps: int = DEFAULT_TIMED_STEPS,
     ranks_per_node: int | None = None,
-    rounds: int = DEFAULT_ROUNDS,
 ) -> dict[str, float]:
-    """Seconds of one GCN training step of each candidate (by ``name``). First every
-    candidate runs one step (the processes settle: a candidate timed first right after start-up
-    measured 1.18× and 3.7× slow on the emulated cluster). Then, in each of ``rounds`` rounds,
-    each candidate runs one untimed step and ``steps`` timed ones in a row, as training runs
-    them (candidates that took turns step by step were timed in links that had just carried
-    another candidate's messages: on 200 Mbit/s links ``rdm`` after ``p2p`` measured 126–130 ms
-    against 78–84 ms in a row, and the pick missed the fastest plan by 1.17× and 1.34×). A
-    round's figure is the median of its steps, each the slowest rank's (ranks that share cores
-    make some modes' steps vary several-fold, and the epoch a user waits for is the typical
-    one); a candidate's is its best round, so a block that a transient slowed does not decide
-    (with one round, the first candidate's block after the settling steps timed ``rdm`` at
-    81–88 ms against 56–64 ms in the rounds of ``benchmarks.auto_plan``, twice). Collective when
-    a process group exists. ``parts``: partition label (:attr:`Candidate.partition`) → this
-    rank's part; ``ranks_per_node``: the launch's, for ``hierarchical`` candidates.
+    """Seconds of one GCN training step of each candidate (by ``name``): the median of
+    ``steps`` timed steps, each the slowest rank's. First every candidate runs one step (the
+    processes settle: a candidate timed first right after start-up measured 1.18× and 3.7× slow
+    on the emulated cluster); then each candidate runs one more untimed step and its ``steps``
+    timed ones in a row, as training runs them. Candidates that took turns step by step were
+    timed in links that had just carried another candidate's messages: on 200 Mbit/s links
+    ``rdm`` after ``p2p`` measured 126–130 ms against 78–84 ms in a row, in both runs, and the
+    pick missed the fastest plan by 1.17× and 1.34×. The median, not the fastest step: ranks
+    that share cores make some modes' steps vary several-fold, and the epoch a user waits for
+    is the typical one. Collective when a process group exists. ``parts``: partition label
+    (:attr:`Candidate.partition`) → this rank's part; ``ranks_per_node``: the launch's, for
+    ``hierarchical`` candidates.
     """
     from lightning_gnn_dist.comm import make_exchange
     from lightning_gnn_dist.nn import use_graph_context
@@ -92,10 +97,7 @@ def time_candidates(
         exchange = make_exchange(candidate.exchange, part, **options)
         context = make_graph_context(part, exchange)
         context.prepare(model)
-        x = torch.randn(
-            part.num_owned, dims[0], generator=torch.Generator().manual_seed(part.part_id)
-        )
-        runs.append((candidate.name, model, context, part, x))
+        runs.append((candidate.name, model, context, part, _step_input(part, dims[0])))
 
     def step(run, number: int) -> float:
         _, model, context, part, x = run
@@ -118,25 +120,18 @@ def time_candidates(
             dist.all_reduce(took, op=dist.ReduceOp.MAX)
         return float(took[0])
 
-    blocks: dict[str, list[list[float]]] = {run[0]: [] for run in runs}
+    samples: dict[str, list[float]] = {run[0]: [] for run in runs}
     try:
         for run in runs:
             step(run, 0)  # every candidate once, while the processes settle
-        for r in range(rounds):
-            first = 1 + r * (steps + 1)  # each candidate's steps are numbered 0, 1, 2, ...
-            for run in runs:
-                step(run, first)  # the links adapt to this candidate's messages
-                blocks[run[0]].append([step(run, first + 1 + i) for i in range(steps)])
+        for run in runs:
+            step(run, 1)  # the links adapt to this candidate's messages
+            for number in range(2, steps + 2):
+                samples[run[0]].append(step(run, number))
     finally:
         for run in runs:
             run[2].exchange.close()
-    return {name: best_round(rounds_of) for name, rounds_of in blocks.items()}
-
-
-def best_round(blocks: Sequence[Sequence[float]]) -> float:
-    """A candidate's step seconds from its timed blocks (one per round): the smallest of the
-    blocks' medians."""
-    return min(statistics.median(block) for block in blocks)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def timed_partitions(plan: Plan, top_k: int) -> list[str]:
