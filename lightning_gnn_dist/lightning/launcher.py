@@ -230,7 +230,11 @@ class _Children:
 
     def _reports(self) -> list[FailureReport]:
         reports = []
-        for file in self.report_dir.glob("rank-*.json"):
+        try:  # the watcher may remove the folder meanwhile (it reported and ends rank 0)
+            files = list(self.report_dir.glob("rank-*.json"))
+        except FileNotFoundError:  # Python 3.11's glob raises where 3.12's yields nothing
+            files = []
+        for file in files:
             with contextlib.suppress(OSError, ValueError, TypeError):
                 reports.append(FailureReport(**json.loads(file.read_text())))
         return reports
