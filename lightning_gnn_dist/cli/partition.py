@@ -205,19 +205,17 @@ def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespa
     dims = _widths(args.widths)
     costs = calibrate(dims)
     network = resolve_network(args.network)
+    topology = _topology(args)  # several nodes: each level priced (one preset for both)
     modes = list(dict.fromkeys([args.exchange, *COMPARED_EXCHANGES]))
-    if args.nodes > 1:
+    if topology is not None:
         modes.append("hierarchical")
     for row in rows:
         m = metrics[row["method"]]
         if not isinstance(m, PartitionMetrics):
             row["predicted_epoch_seconds"] = None
             continue
-        placed = {}
-        if args.nodes > 1:  # each level priced (one preset for both)
-            placed["topology"] = _topology(args)
         seconds = {
-            mode: predict_epoch(m, dims, costs, network, mode, **placed).epoch_seconds
+            mode: predict_epoch(m, dims, costs, network, mode, topology=topology).epoch_seconds
             for mode in modes
         }
         row["predicted_epoch_seconds"] = seconds[args.exchange]
@@ -389,8 +387,9 @@ def run_partition_command(argv: Sequence[str]) -> int:
             from lightning_gnn_dist.plots import partition_comparison_figure, save_figure
 
             save_figure(partition_comparison_figure(metrics, title), args.plot)
-            if _topology(args) is not None:
-                _plot_node_traffic(metrics, _topology(args), title, args.plot)
+            topology = _topology(args)
+            if topology is not None:
+                _plot_node_traffic(metrics, topology, title, args.plot)
         if args.json:
             print(json.dumps(rows, indent=1))
         else:

@@ -20,6 +20,8 @@ Other backends (NCCL) start a batch of messages as one group, so the order does 
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 import torch
 import torch.distributed as dist
 from torch import Tensor
@@ -57,8 +59,8 @@ def all_to_all(
         )
     source = input.contiguous()
     out = output if output.is_contiguous() else output.contiguous()
-    starts_in = [sum(sent[:q]) for q in range(world)]
-    starts_out = [sum(received[:q]) for q in range(world)]
+    starts_in = list(accumulate(sent, initial=0))
+    starts_out = list(accumulate(received, initial=0))
     ops = []
     with torch.no_grad():  # a collective: autograd does not see it (as all_to_all_single)
         for peer in range(world):

@@ -687,11 +687,8 @@ def partition_candidates(
     from lightning_gnn_dist.utils.progress import track
 
     several = topology is not None and topology.num_nodes > 1
-    if several and topology.world_size != num_parts:
-        raise ValueError(
-            f"a topology of {topology.num_nodes} node(s) x {topology.ranks_per_node} rank(s) has "
-            f"{topology.world_size} ranks but num_parts={num_parts}; they must be equal"
-        )
+    if several:
+        topology.check_parts(num_parts)
     per_node = topology.ranks_per_node if several else None
 
     def build(partitioner, method: str, placement: str) -> tuple[PartitionMetrics, str]:

@@ -469,6 +469,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
                 PartitionStore.open(self.store_path).verify(full=False)
             return
         settings = self._plan_settings()
+        topology = self._placed_topology()
         data = load_dataset(self.dataset)
         metrics, sources = partition_candidates(
             data,
@@ -479,7 +480,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             seed=self.seed,
             epsilon=self.epsilon,
             force=self.force,
-            topology=self._placed_topology(),
+            topology=topology,
         )
         costs = settings.get("costs")
         costs = calibrate(settings["widths"]) if costs is None else self.plan_options["costs"]
@@ -493,7 +494,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             cores=settings.get("cores"),
             sources=sources,
             codecs=settings.get("codecs"),
-            topology=self._placed_topology(),
+            topology=topology,
         )
         timing = {"top_k": settings["top_k"], "timed_steps": settings["timed_steps"]}
         plan = replace(plan, settings={**plan.settings, **timing})

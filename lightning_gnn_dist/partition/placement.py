@@ -51,6 +51,18 @@ class Topology:
     def world_size(self) -> int:
         return self.num_nodes * self.ranks_per_node
 
+    def check_parts(self, num_parts: int) -> None:
+        """Refuse a partition into ``num_parts`` parts that is not one part per rank.
+
+        Raises:
+            ValueError: ``num_parts`` differs from :attr:`world_size`.
+        """
+        if self.world_size != num_parts:
+            raise ValueError(
+                f"a topology of {self.num_nodes} node(s) x {self.ranks_per_node} rank(s) has "
+                f"{self.world_size} ranks but num_parts={num_parts}; they must be equal"
+            )
+
     def node_of_rank(self) -> np.ndarray:
         """``[P] int64``: the node each rank runs on (Lightning's and torchrun's numbering)."""
         return np.arange(self.world_size, dtype=np.int64) // self.ranks_per_node

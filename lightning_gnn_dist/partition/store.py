@@ -400,11 +400,7 @@ def _check_placement(
         if placement != "naive":
             raise ValueError(f"placement={placement!r} needs the topology (nodes x ranks per node)")
         return
-    if topology.world_size != num_parts:
-        raise ValueError(
-            f"a topology of {topology.num_nodes} node(s) x {topology.ranks_per_node} rank(s) has "
-            f"{topology.world_size} ranks but num_parts={num_parts}; they must be equal"
-        )
+    topology.check_parts(num_parts)
     if placement != "naive" and topology.num_nodes == 1:
         raise ValueError(
             f"placement={placement!r} decides which parts share a node, but the topology has one "
