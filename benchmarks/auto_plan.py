@@ -225,6 +225,15 @@ def run(r: Run) -> None:
     from lightning_gnn_dist.costmodel.plan import partition_candidates
 
     config = {**CONFIGS["quick" if r.quick else "default"], "rounds": r.repeats}
+    if r.args.combos:  # e.g. "sbm,2,loopback;rmat,2,50mbit"
+        wanted = [tuple(c.split(",")) for c in r.args.combos.split(";")]
+        known = {(g, str(n), link or "loopback"): (g, n, link) for g, n, link in config["combos"]}
+        missing = [",".join(c) for c in wanted if c not in known]
+        if missing:
+            raise SystemExit(
+                f"--combos: unknown {missing}; choose from " + "; ".join(",".join(k) for k in known)
+            )
+        config["combos"] = [known[c] for c in wanted]
     skipped = emulation_unavailable_reason()
     r.report.update(config=config, graphs=GRAPHS, emulation_skipped=skipped, combos=[])
     cores = len(os.sched_getaffinity(0))
@@ -359,7 +368,17 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
-BENCHMARK = Benchmark("auto_plan", __doc__, run, render, repeats=7, quick_repeats=1)
+def add_arguments(parser) -> None:
+    parser.add_argument(
+        "--combos",
+        default="",
+        help="only these combinations, ';'-separated 'graph,ranks,link' (e.g. 'sbm,2,loopback')",
+    )
+
+
+BENCHMARK = Benchmark(
+    "auto_plan", __doc__, run, render, repeats=7, quick_repeats=1, add_arguments=add_arguments
+)
 
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == NODE_FLAG:

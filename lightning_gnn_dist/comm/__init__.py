@@ -20,7 +20,7 @@ mode             what moves per layer and direction                       module
 ================ ======================================================== ======================
 
 Every mode moves its rows with :func:`start_messages` (point-to-point, receives posted first) or
-:func:`all_to_all` (:mod:`.messages`), which keep a gloo link busy both ways.
+:func:`all_to_all` (:mod:`.messages`), which keep a gloo link between hosts busy both ways.
 """
 
 from lightning_gnn_dist.comm.base import (

@@ -26,7 +26,10 @@ from lightning_gnn_dist.costmodel.plan import Candidate, Plan, select, timed_ind
 from lightning_gnn_dist.data.local import LocalPartition
 
 DEFAULT_TIMED_STEPS = 3
-"""Timed steps per candidate (after two untimed steps of each)."""
+"""Timed steps per candidate and round (after an untimed step of each)."""
+
+DEFAULT_TIMED_ROUNDS = 2
+"""Rounds over the candidates: each round times every candidate's steps in a row."""
 
 
 def exchange_options(candidate: Candidate, ranks_per_node: int | None = None) -> dict[str, Any]:
@@ -70,17 +73,20 @@ def time_candidates(
     dims: Sequence[int],
     steps: int = DEFAULT_TIMED_STEPS,
     ranks_per_node: int | None = None,
+    rounds: int = DEFAULT_TIMED_ROUNDS,
 ) -> dict[str, float]:
     """Seconds of one GCN training step of each candidate (by ``name``): the median of
-    ``steps`` timed steps, each the slowest rank's. First every candidate runs one step (the
-    processes settle: a candidate timed first right after start-up measured 1.18× and 3.7× slow
-    on the emulated cluster); then each candidate runs one more untimed step and its ``steps``
-    timed ones in a row, as training runs them. Candidates that took turns step by step were
-    timed in links that had just carried another candidate's messages: on 200 Mbit/s links
-    ``rdm`` after ``p2p`` measured 126–130 ms against 78–84 ms in a row, in both runs, and the
-    pick missed the fastest plan by 1.17× and 1.34×. The median, not the fastest step: ranks
-    that share cores make some modes' steps vary several-fold, and the epoch a user waits for
-    is the typical one. Collective when a process group exists. ``parts``: partition label
+    ``rounds × steps`` timed steps, each the slowest rank's. First every candidate runs one
+    step (the processes settle: a candidate timed first right after start-up measured 1.18×
+    and 3.7× slow on the emulated cluster); then, in each of ``rounds`` rounds, each candidate
+    runs one more untimed step and its ``steps`` timed ones in a row, as training runs them.
+    Candidates that took turns step by step were timed in links that had just carried another
+    candidate's messages: on 200 Mbit/s links ``rdm`` after ``p2p`` measured 126–130 ms against
+    78–84 ms in a row, in both runs, and the pick missed the fastest plan by 1.17× and 1.34×.
+    The rounds spread each candidate's steps over the whole timing, so a passing burst of load
+    on a shared machine does not land on one candidate only. The median, not the fastest step:
+    ranks that share cores make some modes' steps vary several-fold, and the epoch a user waits
+    for is the typical one. Collective when a process group exists. ``parts``: partition label
     (:attr:`Candidate.partition`) → this rank's part; ``ranks_per_node``: the launch's, for
     ``hierarchical`` candidates.
     """
@@ -124,10 +130,12 @@ def time_candidates(
     try:
         for run in runs:
             step(run, 0)  # every candidate once, while the processes settle
-        for run in runs:
-            step(run, 1)  # the links adapt to this candidate's messages
-            for number in range(2, steps + 2):
-                samples[run[0]].append(step(run, number))
+        for round_index in range(rounds):
+            first = 1 + round_index * (steps + 1)
+            for run in runs:
+                step(run, first)  # the links adapt to this candidate's messages
+                for number in range(first + 1, first + steps + 1):
+                    samples[run[0]].append(step(run, number))
     finally:
         for run in runs:
             run[2].exchange.close()

@@ -61,7 +61,9 @@ class LocalGraphStore:
         self.in_edges = InEdges.from_edge_index(data.edge_index, data.num_nodes)
         self.counter = CommCounter()
 
-    def sample_hop(self, frontier: Tensor, fanout: int, stream: int, replace: bool = False):
+    def sample_hop(
+        self, frontier: Tensor, fanout: int, stream: int, replace: bool = False, owned=False
+    ):
         return self.in_edges.sample(frontier, fanout, stream, replace)
 
     def fetch(self, n_id: Tensor, degrees: bool = False) -> FetchedRows:
@@ -242,10 +244,23 @@ class PartitionedGraphStore:
 
     # -- sampling -------------------------------------------------------------------------------
     def sample_hop(
-        self, frontier: Tensor, fanout: int, stream: int, replace: bool = False
+        self,
+        frontier: Tensor,
+        fanout: int,
+        stream: int,
+        replace: bool = False,
+        owned: bool = False,
     ) -> tuple[Tensor, Tensor]:
-        """Sampled in-neighbours of ``frontier`` (routing ids, any owner); collective."""
-        if self.world_size == 1:  # every vertex is owned here: no requests to route
+        """Sampled in-neighbours of ``frontier`` (routing ids, any owner); collective unless
+        ``owned``: every rank's frontier is its own vertices (the seeds' hop), so no rank has
+        requests to send and the hop runs without messages. Every rank passes the same
+        ``owned``."""
+        if owned and bool(((frontier < self.start) | (frontier >= self.end)).any()):
+            raise ValueError(
+                f"rank {self.rank}: sample_hop(owned=True) got vertices outside its routing "
+                f"range [{self.start}, {self.end})"
+            )
+        if owned or self.world_size == 1:  # every vertex is owned here: no requests to route
             return self.in_edges.sample(frontier, fanout, stream, replace)
         owner = self.owner(frontier)
         order = torch.argsort(owner, stable=True)
@@ -357,22 +372,45 @@ class PartitionedGraphStore:
         requested, requested_counts = self._all_to_all(ids, counts, "features", "request")
         rows = requested - self.start
         codec = self.codec.codec("features", "forward")
-        x, _ = self._all_to_all(
-            part.x[rows], requested_counts, "features", "response", counts, codec
-        )
         meta = [part.global_ids[rows]] + ([] if part.y is None else [part.y[rows].long()])
         if degrees:
             meta += [degree[rows] for degree in self._owned_degrees()]
-        # The same rows' ids (and labels, degrees): counted as a line of their own, so the
-        # feature rows are counted once.
-        meta, _ = self._all_to_all(
-            torch.stack(meta, 1), requested_counts, "features.ids", "response", counts
-        )
+        meta = torch.stack(meta, 1)
+        if codec is None or codec.lossless:
+            x, meta = self._rows_with_meta(part.x[rows], meta, requested_counts, counts, codec)
+        else:
+            x, _ = self._all_to_all(
+                part.x[rows], requested_counts, "features", "response", counts, codec
+            )
+            # The same rows' ids (and labels, degrees): counted as a line of their own, so the
+            # feature rows are counted once.
+            meta, _ = self._all_to_all(meta, requested_counts, "features.ids", "response", counts)
         y = None if part.y is None else meta[:, 1].to(part.y.dtype)
         fetched = FetchedRows(x, y, meta[:, 0])
         if degrees:
             fetched.in_degree, fetched.num_self_loops = meta[:, -2], meta[:, -1]
         return fetched
+
+    def _rows_with_meta(
+        self, x: Tensor, meta: Tensor, send_counts: Tensor, recv_counts: Tensor, codec
+    ) -> tuple[Tensor, Tensor]:
+        """Send feature rows ``x [n, d]`` and their ``meta [n, m] int64`` (ids, labels,
+        degrees) as one message per peer, each row's bytes side by side; returns the received
+        ``(x, meta)``. Counted as two lines, ``features`` and ``features.ids``, so each feature
+        row is counted once and its ids apart."""
+        if self.world_size == 1:
+            return x[:0], meta[:0]
+        width_x = x.size(1) * x.element_size()
+        packed = torch.cat([x.contiguous().view(torch.uint8), meta.view(torch.uint8)], 1)
+        received = packed.new_empty(int(recv_counts.sum()), packed.size(1))
+        all_to_all(received, packed, recv_counts.tolist(), send_counts.tolist(), group=self.group)
+        self._record(
+            "features", "response", send_counts, recv_counts, x.size(1), x.element_size(),
+            codec=codec,
+        )  # fmt: skip
+        self._record("features.ids", "response", send_counts, recv_counts, meta.size(1), 8)
+        x = received[:, :width_x].contiguous().view(x.dtype)
+        return x, received[:, width_x:].contiguous().view(torch.int64)
 
     def dataset_ids(self, mask: Tensor) -> Tensor:
         """Dataset ids of the owned vertices a ``[num_owned] bool`` mask selects."""

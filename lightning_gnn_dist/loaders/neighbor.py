@@ -118,11 +118,15 @@ class NeighborLoader:
         epoch = self.epoch if epoch is None else epoch
         stream = stream_key(self.seed, epoch, step, self.store.rank)
         replace = self.neighbor_sampler.replace
+        hops = iter(range(len(self.neighbor_sampler.num_neighbors)))
+
+        def sample_hop(frontier: Tensor, fanout: int, stream: int) -> tuple[Tensor, Tensor]:
+            # The first hop's frontier is the seeds, which every rank owns: it needs no messages.
+            first = next(hops) == 0
+            return self.store.sample_hop(frontier, fanout, stream, replace, owned=first)
+
         graph = self.neighbor_sampler.sample(
-            seeds,
-            stream,
-            lambda f, k, s: self.store.sample_hop(f, k, s, replace),
-            num_ids=getattr(self.store, "num_routing_ids", None),
+            seeds, stream, sample_hop, num_ids=getattr(self.store, "num_routing_ids", None)
         )
         # Fan-out -1 everywhere: the seeds' computation graph is exact, and layers that
         # normalise by degrees (GCN) get the global ones of every batch vertex with the rows.

@@ -145,10 +145,16 @@ def test_messages_start_with_every_receive_before_any_send(monkeypatch):
     assert messages.start_messages([]) == []
 
 
-def _all_to_all_rank(rank, world_size):
+def _all_to_all_rank(rank, world_size, receive_first):
     import torch.distributed as dist
 
-    from lightning_gnn_dist.comm.messages import all_to_all
+    from lightning_gnn_dist.comm import messages
+
+    def all_to_all(*args):
+        messages.all_to_all(*args, receive_first=receive_first)
+
+    if receive_first is None:  # forked ranks of one machine: all_to_all_single's exchange
+        assert not messages.group_spans_hosts()
 
     # Rank r sends (r + q) % 3 rows of width 2 to rank q (some empty), valued 100 r + q.
     sent = [(rank + q) % 3 for q in range(world_size)]
@@ -165,9 +171,38 @@ def _all_to_all_rank(rank, world_size):
     return out.tolist(), reference.tolist(), even.tolist()
 
 
-def test_all_to_all_moves_what_all_to_all_single_moves():
-    for rank, (out, reference, even) in enumerate(run_ranks(_all_to_all_rank, 3)):
+@pytest.mark.parametrize("receive_first", [True, False, None])
+def test_all_to_all_moves_what_all_to_all_single_moves(receive_first):
+    results = run_ranks(_all_to_all_rank, 3, receive_first)
+    for rank, (out, reference, even) in enumerate(results):
         assert out == reference
         expected = [[100.0 * p + rank] * 2 for p in range(3) for _ in range((p + rank) % 3)]
         assert out == expected
         assert even == [10 * p + rank for p in range(3)]
+
+
+def _spans_hosts_rank(rank, world_size):
+    import torch.distributed as dist
+
+    from lightning_gnn_dist.comm import messages
+
+    messages.host_key = lambda: f"host{rank // 2}"  # ranks 0, 1 share a host; rank 2 alone
+    pair = dist.new_group([0, 1])
+    started = []
+    start = messages.start_messages
+    messages.start_messages = lambda ops: started.append(len(ops)) or start(ops)
+    out = torch.empty(world_size)
+    messages.all_to_all(out, torch.full((world_size,), float(rank)))  # spans: receives first
+    spans = [messages.group_spans_hosts()]
+    if rank < 2:
+        spans.append(messages.group_spans_hosts(pair))
+        messages.all_to_all(torch.empty(2), torch.zeros(2), group=pair)  # one host: no messages
+    return spans, started, out.tolist()
+
+
+def test_all_to_all_posts_receives_first_only_between_hosts():
+    results = run_ranks(_spans_hosts_rank, 3)
+    for rank, (spans, started, out) in enumerate(results):
+        assert spans == ([True, False] if rank < 2 else [True])
+        assert started == [4]  # 2 receives and 2 sends, in the world exchange only
+        assert out == [0.0, 1.0, 2.0]
