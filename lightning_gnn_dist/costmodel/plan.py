@@ -44,7 +44,12 @@ import numpy as np
 from lightning_gnn_dist.costmodel.epoch import predict_epoch, rdm_pick
 from lightning_gnn_dist.costmodel.network import NETWORKS, Network, TwoLevelNetwork
 from lightning_gnn_dist.partition.metrics import FLOAT32_BYTES, PartitionMetrics
-from lightning_gnn_dist.partition.placement import PLACEMENTS, Topology, places_parts
+from lightning_gnn_dist.partition.placement import (
+    PLACEMENTS,
+    Topology,
+    partition_label,
+    places_parts,
+)
 from lightning_gnn_dist.partition.work import ComputeCosts, gcn_layers
 
 AUTO_METHODS = ("hypergraph", "metis", "random")
@@ -74,12 +79,6 @@ PLAN_OPTIONS = (
 )
 """Keys of ``GraphPartitionDataModule(plan_options=...)`` (see :func:`check_plan_options`)."""
 PLAN_FORMAT = 1
-
-
-def partition_label(method: str, placement: str = "naive") -> str:
-    """The name of a candidate partition: ``method`` (naive placement) or
-    ``method/placement`` (``"hypergraph/two-level"``); the keys of the plan's metrics."""
-    return method if placement == "naive" else f"{method}/{placement}"
 
 
 def split_label(label: str) -> tuple[str, str]:

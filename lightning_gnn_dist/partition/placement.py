@@ -95,6 +95,13 @@ class NodeTraffic:
         return int(per_node.max())
 
 
+def partition_label(method: str, placement: str = "naive") -> str:
+    """The name of a placed partition: ``method`` (naive placement) or ``method/placement``
+    (``"hypergraph/two-level"``); the keys of the automatic plan's metrics and the method column
+    of ``partition-compare --nodes``."""
+    return method if placement == "naive" else f"{method}/{placement}"
+
+
 def places_parts(topology: Topology | None) -> bool:
     """Whether a launch has parts to place: several nodes of several ranks each (with one rank
     per node every placement and ``hierarchical`` move the same rows as naive ``p2p``)."""
