@@ -460,14 +460,17 @@ def placed_variants(
     """The placements besides ``"naive"`` that give another partition on ``topology``, for the
     partitioner's own partition with traffic ``peer_rows`` (``[P, P]`` rows per SpMM):
     ``"mapped"`` unless :func:`~lightning_gnn_dist.partition.placement.mapped_part_to_rank`
-    keeps every part on its rank (it would be the naive partition), and ``"two-level"`` for a
-    partitioner with the hypergraph model. None for a vertex cut or a launch without parts to
+    keeps the naive groups of parts per node (every part on its rank, or whole nodes swapped:
+    the same rows cross nodes as naive), and ``"two-level"`` for a partitioner with the
+    hypergraph model. None for a vertex cut or a launch without parts to
     place (:func:`~lightning_gnn_dist.partition.placement.places_parts`). What
     ``method="auto"`` and ``partition-compare --nodes`` build."""
     if not places_parts(topology) or partitioner.kind != "vertex":
         return []
     variants = []
-    if (mapped_part_to_rank(peer_rows, topology) != np.arange(topology.world_size)).any():
+    mapped = mapped_part_to_rank(peer_rows, topology) // topology.ranks_per_node  # node of part
+    naive = topology.node_of_rank()
+    if ((mapped[:, None] == mapped[None, :]) != (naive[:, None] == naive[None, :])).any():
         variants.append("mapped")
     if hasattr(partitioner, "partition_hypergraph"):
         variants.append("two-level")

@@ -206,3 +206,29 @@ def test_a_mapped_store_from_the_naive_assignment_is_the_repartitioned_one(tmp_p
     with pytest.raises(ValueError, match="part in"):
         placed_assignment(data, partitioner, 4, topology, "mapped", naive + 4)
     assert calls == []
+
+
+@pytest.mark.parametrize(
+    ("pairs", "variants"),
+    [
+        ([(0, 1), (2, 3)], []),  # the naive groups: mapped only swaps the nodes (part 2 first)
+        ([(0, 2), (1, 3)], ["mapped"]),
+    ],
+)
+def test_mapped_is_a_variant_only_when_it_regroups_the_parts(pairs, variants):
+    from lightning_gnn_dist.partition.store import placed_variants
+
+    traffic = np.ones((4, 4), dtype=np.int64)
+    for p, q in pairs:
+        traffic[p, q] = traffic[q, p] = 100
+    traffic[2, :] += 5  # part 2 has the most traffic: the greedy mapping puts it on node 0
+    np.fill_diagonal(traffic, 0)
+    metis, topology = get_partitioner("metis"), Topology(2, 2)
+    assert placed_variants(metis, topology, traffic) == variants
+    assert placed_variants(get_partitioner("hypergraph"), topology, traffic) == [
+        *variants,
+        "two-level",
+    ]
+    for other in (Topology(4, 1), Topology(1, 4), None):  # nothing to place
+        assert placed_variants(metis, other, traffic) == []
+    assert placed_variants(get_partitioner("vertex-cut"), topology, traffic) == []
