@@ -193,7 +193,9 @@ RUN: dict[str, Run] = {
         expect=(r"order='dsds', replication=None", r"order='auto', replication=2\b"),
     ),
     "rdm-cost-model-cli": Run(in_process=True, expect=(r"pred\. rdm ms", r"rdm order")),
-    "placement-compare": Run(in_process=True, expect=(r"inter-node", r"hier\. inter")),
+    "placement-compare": Run(
+        in_process=True, expect=(r"inter-node", r"hier\. inter", r"hypergraph/two-level")
+    ),
     "auto-plan-cli": Run(in_process=True, expect=(r"automatic plan", r"◀", r"fastest predicted")),
     "placement-partition": Run(
         in_process=True, expect=(r"placement\s+│\s+two-level", r"hierarchical_inter_node_rows")

@@ -68,9 +68,10 @@ def _partition_parser() -> argparse.ArgumentParser:
         default=1,
         help="nodes the P ranks run on (P/nodes per node, rank r on node r // (P/nodes)): add "
         "the halo rows per SpMM that cross nodes (p2p and hierarchical) and that stay inside "
-        "one. partition --out records the placement in the store; partition-compare --widths "
-        "prices each level; --auto adds the hierarchical exchange and the placements to the "
-        "candidates (default: 1)",
+        "one. partition --out records the placement in the store; partition-compare adds a row "
+        "per placed variant of each method (METHOD/mapped, hypergraph/two-level) when a node "
+        "has several ranks, and --widths prices each level; --auto adds the hierarchical "
+        "exchange and the placements to the candidates (default: 1)",
     )
 
     one = sub.add_parser(
@@ -150,8 +151,9 @@ def _partition_parser() -> argparse.ArgumentParser:
     cmp.add_argument(
         "--plot",
         metavar="FILE.png",
-        help="also draw the methods side by side per rank, and with --nodes each method's halo "
-        "rows per node (FILE-nodes-METHOD.png) (needs the 'plot' extra)",
+        help="also draw the methods side by side per rank, and with --nodes each method's "
+        "(and placed variant's) halo rows per node (FILE-nodes-METHOD.png, "
+        "FILE-nodes-METHOD-PLACEMENT.png) (needs the 'plot' extra)",
     )
     return parser
 
@@ -165,24 +167,34 @@ def _ranks_per_node(args: argparse.Namespace) -> int | None:
 
 def _plot_node_traffic(metrics: dict, topology, title: str, path: str) -> None:
     """Each vertex partition's halo rows per node, to other nodes and inside the node, as
-    ``FILE-nodes-METHOD.png`` beside ``--plot FILE.png`` (a vertex cut has no rank-pair rows)."""
+    ``FILE-nodes-METHOD.png`` (a placed variant: ``FILE-nodes-METHOD-PLACEMENT.png``) beside
+    ``--plot FILE.png`` (a vertex cut has no rank-pair rows). ``metrics``: partition label
+    (:func:`~lightning_gnn_dist.partition.placement.partition_label`) → metrics."""
     from pathlib import Path
 
+    from lightning_gnn_dist.costmodel.plan import store_folder
     from lightning_gnn_dist.partition.metrics import PartitionMetrics
     from lightning_gnn_dist.plots import node_traffic_figure, save_figure
 
     plot = Path(path)
-    for method, m in metrics.items():
+    for label, m in metrics.items():
         if isinstance(m, PartitionMetrics):
             figure = node_traffic_figure(
                 m.peer_rows,
                 None,
                 topology,
-                f"{title}: {method}",
+                f"{title}: {label}",
                 unit="rows per exchange",
                 measured_label="p2p, from the partition",
             )
-            save_figure(figure, plot.with_name(f"{plot.stem}-nodes-{method}.png"))
+            save_figure(figure, plot.with_name(f"{plot.stem}-nodes-{store_folder(label)}.png"))
+
+
+def _row_label(row: dict) -> str:
+    """A ``partition-compare`` row's partition: ``method`` or ``method/placement``."""
+    from lightning_gnn_dist.partition.placement import partition_label
+
+    return partition_label(row["method"], row.get("placement", "naive"))
 
 
 def _topology(args: argparse.Namespace):
@@ -210,7 +222,7 @@ def _add_predicted_epoch(rows: list[dict], metrics: dict, args: argparse.Namespa
     if topology is not None:
         modes.append("hierarchical")
     for row in rows:
-        m = metrics[row["method"]]
+        m = metrics[_row_label(row)]
         if not isinstance(m, PartitionMetrics):
             row["predicted_epoch_seconds"] = None
             continue
@@ -380,7 +392,7 @@ def run_partition_command(argv: Sequence[str]) -> int:
             options=options,
             ranks_per_node=_ranks_per_node(args),
         )
-        metrics = {row["method"]: row.pop("metrics") for row in rows}
+        metrics = {_row_label(row): row.pop("metrics") for row in rows}
         if args.widths:
             _add_predicted_epoch(rows, metrics, args)
         if args.plot:

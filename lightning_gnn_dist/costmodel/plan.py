@@ -44,7 +44,12 @@ import numpy as np
 from lightning_gnn_dist.costmodel.epoch import predict_epoch, rdm_pick
 from lightning_gnn_dist.costmodel.network import NETWORKS, Network, TwoLevelNetwork
 from lightning_gnn_dist.partition.metrics import FLOAT32_BYTES, PartitionMetrics
-from lightning_gnn_dist.partition.placement import PLACEMENTS, Topology
+from lightning_gnn_dist.partition.placement import (
+    PLACEMENTS,
+    Topology,
+    partition_label,
+    places_parts,
+)
 from lightning_gnn_dist.partition.work import ComputeCosts, gcn_layers
 
 AUTO_METHODS = ("hypergraph", "metis", "random")
@@ -76,12 +81,6 @@ PLAN_OPTIONS = (
 PLAN_FORMAT = 1
 
 
-def partition_label(method: str, placement: str = "naive") -> str:
-    """The name of a candidate partition: ``method`` (naive placement) or
-    ``method/placement`` (``"hypergraph/two-level"``); the keys of the plan's metrics."""
-    return method if placement == "naive" else f"{method}/{placement}"
-
-
 def split_label(label: str) -> tuple[str, str]:
     """Inverse of :func:`partition_label`: ``(method, placement)``.
 
@@ -102,12 +101,6 @@ def store_folder(label: str) -> str:
     """The folder of a candidate partition's store in the plan's folder (``metis``,
     ``hypergraph-two-level``)."""
     return label.replace("/", "-")
-
-
-def places_parts(topology: Topology | None) -> bool:
-    """Whether the launch has parts to place: several nodes of several ranks each (with one
-    rank per node every placement and ``hierarchical`` move the same rows as naive ``p2p``)."""
-    return topology is not None and topology.num_nodes > 1 and topology.ranks_per_node > 1
 
 
 @dataclass(frozen=True)
@@ -671,19 +664,24 @@ def partition_candidates(
     With a ``topology`` of several nodes the stores record it (naive placement: part ``p`` on
     rank ``p``) and the metrics hold ``hierarchical``'s rows; when it has parts to place
     (:func:`places_parts`) every method's partition is also ``"mapped"`` onto the nodes (left
-    out when the mapping keeps every part on its rank: it would be the naive partition), and a
-    method with the hypergraph model also partitions ``"two-level"``.
+    out when the mapping keeps each node's parts together: the naive partition, or its nodes
+    swapped), and a
+    method with the hypergraph model also partitions ``"two-level"``
+    (:func:`~lightning_gnn_dist.partition.store.placed_variants`). The mapped partition
+    renumbers the naive one's parts (its assignment, or its store's): the graph is partitioned
+    once per method and placement that cuts it (naive, two-level), not for ``"mapped"``.
 
     Raises:
         ValueError: no method could partition the graph, or a ``topology`` whose world size is
             not ``num_parts``.
     """
-    import numpy as np
-
     from lightning_gnn_dist.partition.base import get_partitioner
     from lightning_gnn_dist.partition.metrics import partition_metrics
-    from lightning_gnn_dist.partition.placement import map_parts_to_nodes, renumber_by_node
-    from lightning_gnn_dist.partition.store import partition_to_store, placed_assignment
+    from lightning_gnn_dist.partition.store import (
+        partition_to_store,
+        placed_assignment,
+        placed_variants,
+    )
     from lightning_gnn_dist.utils.progress import track
 
     several = topology is not None and topology.num_nodes > 1
@@ -691,13 +689,18 @@ def partition_candidates(
         topology.check_parts(num_parts)
     per_node = topology.ranks_per_node if several else None
 
-    def build(partitioner, method: str, placement: str) -> tuple[PartitionMetrics, str]:
+    def build(
+        partitioner, method: str, placement: str, naive: np.ndarray | None = None
+    ) -> tuple[PartitionMetrics, str, Callable[[], np.ndarray]]:
+        """(metrics, source, a function returning the assignment) of one partition."""
         label = partition_label(method, placement)
         if root is None:
             start = time.perf_counter()
-            assignment, _ = placed_assignment(data, partitioner, num_parts, topology, placement)
+            assignment, _ = placed_assignment(
+                data, partitioner, num_parts, topology, placement, naive
+            )
             metrics = partition_metrics(data, assignment, num_parts, per_node)
-            return metrics, f"computed {time.perf_counter() - start:.1f} s"
+            return metrics, f"computed {time.perf_counter() - start:.1f} s", lambda: assignment
         path = Path(root) / store_folder(label)
         existed = (path / "meta.json").is_file() and not force
         store = partition_to_store(
@@ -710,8 +713,10 @@ def partition_candidates(
             verify=False,
             topology=topology if several else None,
             placement=placement,
+            naive=naive,
         )
-        return store.metrics, "store" if existed else f"computed {store.meta['seconds']:.1f} s"
+        source = "store" if existed else f"computed {store.meta['seconds']:.1f} s"
+        return store.metrics, source, store.assignment
 
     metrics: dict[str, PartitionMetrics] = {}
     placed: dict[str, PartitionMetrics] = {}  # after every naive partition (the tie order)
@@ -723,21 +728,15 @@ def partition_candidates(
                 f"method {method!r} makes a {partitioner.kind} partition; the plan's candidates "
                 f"are vertex partitions ({', '.join(AUTO_METHODS)}, ...)"
             )
-        placements = ["naive"]
+        label = method
         try:
-            naive, sources[method] = build(partitioner, method, "naive")
-            metrics[method] = naive
-            if places_parts(topology):
-                moved = renumber_by_node(map_parts_to_nodes(naive.peer_rows, topology), topology)
-                if (moved != np.arange(num_parts)).any():
-                    placements.append("mapped")
-                if hasattr(partitioner, "partition_hypergraph"):
-                    placements.append("two-level")
-            for placement in placements[1:]:
+            metrics[method], sources[method], assignment = build(partitioner, method, "naive")
+            for placement in placed_variants(partitioner, topology, metrics[method].peer_rows):
                 label = partition_label(method, placement)
-                placed[label], sources[label] = build(partitioner, method, placement)
+                naive = assignment() if placement == "mapped" else None
+                placed[label], sources[label], _ = build(partitioner, method, placement, naive)
         except ImportError as error:
-            sources[partition_label(method, placements[-1])] = f"unavailable: {error}"
+            sources[label] = f"unavailable: {error}"
             continue
     if not metrics:
         raise ValueError(f"none of the methods {list(methods)} could partition: {sources}")

@@ -20,6 +20,7 @@ from lightning_gnn_dist.partition.placement import (
     hierarchical_peer_rows,
     node_rows_summary,
 )
+from lightning_gnn_dist.partition.store import placed_assignment, placed_variants
 from lightning_gnn_dist.utils.progress import track
 
 DEFAULT_METHODS = ("hypergraph-mtkahypar", "hypergraph-kahypar", "metis", "random")
@@ -58,9 +59,17 @@ def compare_partitioners(
     ``random`` stays the baseline; an option that no method takes is a ``ValueError``.
 
     With ``ranks_per_node`` (several nodes of that many ranks, part ``p`` on rank ``p``) every
-    vertex-partition row also has ``inter_node_rows`` and ``intra_node_rows`` (``p2p``'s halo
-    rows per SpMM that cross nodes and that stay inside one) and ``hierarchical_inter_node_rows``
-    (the ``hierarchical`` exchange's), and its metrics hold the hierarchical rows.
+    vertex-partition row also has ``placement`` (``"naive"``), ``inter_node_rows`` and
+    ``intra_node_rows`` (``p2p``'s halo rows per SpMM that cross nodes and that stay inside one)
+    and ``hierarchical_inter_node_rows`` (the ``hierarchical`` exchange's), and its metrics hold
+    the hierarchical rows. With several ranks per node each such row is followed by one row per
+    placed variant of that partition (:func:`~lightning_gnn_dist.partition.store.placed_variants`:
+    ``"mapped"``, its parts renumbered onto the nodes, unless that keeps every part on its rank;
+    ``"two-level"`` for the hypergraph model), the same keys with its ``placement``; its
+    ``seconds`` are the placement's own (``mapped``: the renumbering of the naive partition,
+    which is not partitioned again; ``two-level``: both levels' partitioning). The rows are what
+    ``method="auto"`` weighs (:func:`~lightning_gnn_dist.costmodel.plan.partition_candidates`
+    builds the same partitions).
     """
     check_num_parts(num_parts, data.num_nodes)
     topology = None
@@ -86,14 +95,8 @@ def compare_partitioners(
         )
         for m in methods
     ]
-    rows = []
-    pairs = list(zip(methods, partitioners, strict=True))
-    for method, partitioner in track(
-        pairs, f"partitioning into {num_parts} parts", total=len(pairs)
-    ):
-        start = time.perf_counter()
-        assignment = partitioner.partition(data, num_parts)
-        seconds = time.perf_counter() - start
+
+    def summary_row(method, partitioner, assignment, seconds, placement="naive"):
         metrics = partitioner.metrics(data, assignment, num_parts)
         row = {"method": method, **metrics.summary(), "seconds": seconds}
         if topology is not None and isinstance(metrics, PartitionMetrics):
@@ -103,13 +106,31 @@ def compare_partitioners(
                 ranks_per_node=topology.ranks_per_node,
                 hierarchical_peer_rows=hierarchical,
             )
+            row["placement"] = placement
             row.update(node_rows_summary(metrics.peer_rows, hierarchical, topology))
         if keep_metrics:
             row["metrics"] = metrics
+        return row, metrics
+
+    rows = []
+    pairs = list(zip(methods, partitioners, strict=True))
+    for method, partitioner in track(
+        pairs, f"partitioning into {num_parts} parts", total=len(pairs)
+    ):
+        start = time.perf_counter()
+        assignment = partitioner.partition(data, num_parts)
+        row, metrics = summary_row(method, partitioner, assignment, time.perf_counter() - start)
         refinement = getattr(partitioner, "last_refinement", None)
         if refinement is not None:
             row.update(refinement.summary())
         rows.append(row)
+        variants = placed_variants(partitioner, topology, getattr(metrics, "peer_rows", None))
+        for placement in variants:
+            start = time.perf_counter()
+            naive = assignment if placement == "mapped" else None
+            placed, _ = placed_assignment(data, partitioner, num_parts, topology, placement, naive)
+            seconds = time.perf_counter() - start
+            rows.append(summary_row(method, partitioner, placed, seconds, placement)[0])
     baseline = next((r for r in rows if r["method"] == "random"), None)
     if baseline is None:
         assignment = get_partitioner("random", seed=seed).partition(data, num_parts)

@@ -95,6 +95,19 @@ class NodeTraffic:
         return int(per_node.max())
 
 
+def partition_label(method: str, placement: str = "naive") -> str:
+    """The name of a placed partition: ``method`` (naive placement) or ``method/placement``
+    (``"hypergraph/two-level"``); the keys of the automatic plan's metrics and the method column
+    of ``partition-compare --nodes``."""
+    return method if placement == "naive" else f"{method}/{placement}"
+
+
+def places_parts(topology: Topology | None) -> bool:
+    """Whether a launch has parts to place: several nodes of several ranks each (with one rank
+    per node every placement and ``hierarchical`` move the same rows as naive ``p2p``)."""
+    return topology is not None and topology.num_nodes > 1 and topology.ranks_per_node > 1
+
+
 def node_traffic(peer_rows: np.ndarray, topology: Topology) -> NodeTraffic:
     """Split ``peer_rows`` (``[P, P]``, rows rank ``p`` sends rank ``q`` per SpMM) into the rows
     that cross nodes and those that stay inside one."""
@@ -175,6 +188,13 @@ def _swap_refine(traffic: np.ndarray, node: np.ndarray, num_nodes: int) -> np.nd
             break
         node[p], node[q] = node[q], node[p]
     return node
+
+
+def mapped_part_to_rank(peer_rows: np.ndarray, topology: Topology) -> np.ndarray:
+    """``[P] int64`` rank of each part of a ``P``-way partition placed ``"mapped"``:
+    :func:`map_parts_to_nodes` on its traffic ``peer_rows`` (``[P, P]`` rows per SpMM), then
+    :func:`renumber_by_node`. The mapped assignment is ``part_to_rank[assignment]``."""
+    return renumber_by_node(map_parts_to_nodes(peer_rows, topology), topology)
 
 
 def renumber_by_node(node_of_part: np.ndarray, topology: Topology) -> np.ndarray:

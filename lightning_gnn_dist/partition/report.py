@@ -7,6 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
+from lightning_gnn_dist.partition.placement import partition_label
+
 
 def _ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
@@ -19,7 +21,8 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     model's epoch time (and, from ``predicted_epoch_seconds_by_exchange``, the other modes'
     beside it, with ``rdm``'s order), and with ``inter_node_rows`` (``partition-compare
     --nodes``) the rows crossing nodes, those staying inside one, and the crossing rows of the
-    ``hierarchical`` exchange. Volumes are rows one layer moves per
+    ``hierarchical`` exchange; a row with a ``placement`` other than ``"naive"`` (a placed
+    variant of its method's partition) is named ``method/placement``. Volumes are rows one layer moves per
     direction (halo rows; for a vertex cut, partial-aggregate rows), and ``RF`` is a vertex
     cut's replication factor (paper 002 Table 4)."""
     table = Table(title=title)
@@ -75,7 +78,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
         if split:
             extra += ["–" if r.get(k) is None else str(r[k]) for k in levels]
         table.add_row(
-            r["method"],
+            partition_label(r["method"], r.get("placement", "naive")),
             f"{r['avg_send_rows']:.1f}",
             str(r["max_send_rows"]),
             f"{r['avg_messages']:.2f}",

@@ -45,8 +45,8 @@ from lightning_gnn_dist.partition.metrics import PartitionMetrics, partition_met
 from lightning_gnn_dist.partition.placement import (
     PLACEMENTS,
     Topology,
-    map_parts_to_nodes,
-    renumber_by_node,
+    mapped_part_to_rank,
+    places_parts,
     two_level_assignment,
 )
 from lightning_gnn_dist.partition.vertex_cut import VertexCutMetrics
@@ -250,6 +250,7 @@ def partition_to_store(
     verify: bool = True,
     topology: Topology | None = None,
     placement: str = "naive",
+    naive: np.ndarray | None = None,
 ) -> PartitionStore:
     """Partition ``data`` into ``path``, or reuse the store there if it matches and is intact.
 
@@ -277,6 +278,12 @@ def partition_to_store(
             ``"two-level"`` (hypergraph partitioners only: into nodes first, then each node
             into its ranks; :func:`~lightning_gnn_dist.partition.placement.two_level_assignment`).
             (default: ``"naive"``)
+        naive: ``[num_nodes] int64`` this partitioner's own partition of ``data`` when it is
+            already computed (e.g. a naive store's :meth:`PartitionStore.assignment`):
+            ``"naive"`` and ``"mapped"`` then use it instead of partitioning again (the same
+            store as without it for a deterministic partitioner; ``meta["seconds"]`` then counts
+            the placement only). The caller vouches that it comes from ``partitioner``'s
+            settings. (default: ``None``, partition; see :func:`placed_assignment`)
 
     Raises:
         PartitionStoreError: ``path`` holds a store for other data or settings, or a corrupt
@@ -308,7 +315,7 @@ def partition_to_store(
     ):
         start = time.perf_counter()
         assignment, part_to_rank = placed_assignment(
-            data, partitioner, num_parts, topology, placement
+            data, partitioner, num_parts, topology, placement, naive
         )
         seconds = time.perf_counter() - start
     if topology is not None and partitioner.kind == "vertex":
@@ -414,20 +421,74 @@ def placed_assignment(
     num_parts: int,
     topology: Topology | None,
     placement: str = "naive",
+    naive: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(assignment, part_to_rank)``: the partition with part ``p`` on rank ``p``
     (``[num_nodes] int64``), and the rank of each part of the partitioner's own numbering
     (``[P] int64``; identity unless ``placement="mapped"``). One node, or no ``topology``: the
-    partitioner's own assignment."""
+    partitioner's own assignment.
+
+    ``naive`` (``[num_nodes]`` part of each vertex) is the partitioner's own assignment when it
+    is already computed: ``"naive"`` returns it and ``"mapped"`` renumbers it, neither partitions
+    again (``"mapped"`` is only a renumbering of the naive partition's parts).
+
+    Raises:
+        ValueError: ``naive`` is not one part in ``[0, num_parts)`` per vertex, or is given with
+            ``placement="two-level"`` (which partitions into nodes first).
+    """
     identity = np.arange(num_parts, dtype=np.int64)
-    if topology is None or placement == "naive" or topology.num_nodes == 1:
-        return partitioner.partition(data, num_parts), identity
-    if placement == "two-level":
+    if naive is not None:
+        naive = _checked_assignment(naive, data.num_nodes, num_parts)
+    if topology is not None and placement == "two-level" and topology.num_nodes > 1:
+        if naive is not None:
+            raise ValueError(
+                "placement='two-level' partitions into nodes first and cannot reuse a "
+                f"{num_parts}-way assignment: drop naive="
+            )
         return two_level_assignment(partitioner.hypergraph(data), partitioner, topology), identity
-    assignment = partitioner.partition(data, num_parts)
+    assignment = partitioner.partition(data, num_parts) if naive is None else naive
+    if topology is None or placement == "naive" or topology.num_nodes == 1:
+        return assignment, identity
     peer_rows = partition_metrics(data, assignment, num_parts).peer_rows
-    part_to_rank = renumber_by_node(map_parts_to_nodes(peer_rows, topology), topology)
+    part_to_rank = mapped_part_to_rank(peer_rows, topology)
     return part_to_rank[assignment], part_to_rank
+
+
+def placed_variants(
+    partitioner: Partitioner, topology: Topology | None, peer_rows: np.ndarray
+) -> list[str]:
+    """The placements besides ``"naive"`` that give another partition on ``topology``, for the
+    partitioner's own partition with traffic ``peer_rows`` (``[P, P]`` rows per SpMM):
+    ``"mapped"`` unless :func:`~lightning_gnn_dist.partition.placement.mapped_part_to_rank`
+    keeps the naive groups of parts per node (every part on its rank, or whole nodes swapped:
+    the same rows cross nodes as naive), and ``"two-level"`` for a partitioner with the
+    hypergraph model. None for a vertex cut or a launch without parts to
+    place (:func:`~lightning_gnn_dist.partition.placement.places_parts`). What
+    ``method="auto"`` and ``partition-compare --nodes`` build."""
+    if not places_parts(topology) or partitioner.kind != "vertex":
+        return []
+    variants = []
+    mapped = mapped_part_to_rank(peer_rows, topology) // topology.ranks_per_node  # node of part
+    naive = topology.node_of_rank()
+    if ((mapped[:, None] == mapped[None, :]) != (naive[:, None] == naive[None, :])).any():
+        variants.append("mapped")
+    if hasattr(partitioner, "partition_hypergraph"):
+        variants.append("two-level")
+    return variants
+
+
+def _checked_assignment(assignment: np.ndarray, num_vertices: int, num_parts: int) -> np.ndarray:
+    assignment = np.asarray(assignment)
+    if (
+        assignment.shape != (num_vertices,)
+        or assignment.dtype.kind not in "iu"
+        or (assignment.size and (assignment.min() < 0 or assignment.max() >= num_parts))
+    ):
+        raise ValueError(
+            f"naive must be the [{num_vertices}] int64 part in [0, {num_parts}) of each vertex "
+            f"(got shape {assignment.shape}, dtype {assignment.dtype})"
+        )
+    return assignment.astype(np.int64, copy=False)
 
 
 def _is_empty_dir(path: Path) -> bool:

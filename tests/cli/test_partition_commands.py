@@ -474,6 +474,43 @@ def test_partition_compare_splits_the_rows_by_node(capsys):
     assert "--nodes 3: give a divisor of --num-parts 4" in capsys.readouterr().err
 
 
+def test_partition_compare_on_nodes_adds_the_placed_variants(capsys):
+    """``--nodes 2`` with 2 ranks per node: each method's placed variants follow its naive row,
+    the same partitions as ``method="auto"`` weighs (``partition_candidates``)."""
+    from lightning_gnn_dist.costmodel.plan import partition_candidates
+    from lightning_gnn_dist.partition.placement import Topology, partition_label
+
+    spec = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
+    args = ["partition-compare", "--dataset", spec, "-p", "4", "--seed", "2"]
+    args += ["--methods", "hypergraph", "random", "--nodes"]
+    code, out, err = run(capsys, *args, "2", "--widths", "8,4", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    labels = [partition_label(r["method"], r["placement"]) for r in rows]
+    assert {"hypergraph/two-level", "random/mapped"} <= set(labels)
+    assert "random/two-level" not in labels and labels[0] == "hypergraph"
+    assert [r["method"] for r in rows] == sorted(r["method"] for r in rows)  # after their method
+    metrics, _ = partition_candidates(
+        load_dataset(spec), 4, ["hypergraph", "random"], seed=2, topology=Topology(2, 2)
+    )
+    assert sorted(labels) == sorted(metrics)
+    naive = {r["method"]: r for r in rows if r["placement"] == "naive"}
+    for row, label in zip(rows, labels, strict=True):
+        assert row["total_volume_rows"] == metrics[label].total_volume_rows
+        assert row["inter_node_rows"] + row["intra_node_rows"] == row["total_volume_rows"]
+        assert row["predicted_epoch_seconds_by_exchange"]["hierarchical"] > 0
+        if row["placement"] == "mapped":  # a renumbering: the same volume, fewer rows across
+            assert row["total_volume_rows"] == naive[row["method"]]["total_volume_rows"]
+            assert row["inter_node_rows"] <= naive[row["method"]]["inter_node_rows"]
+    assert (
+        rows[labels.index("random/mapped")]["inter_node_rows"] < naive["random"]["inter_node_rows"]
+    )
+    code, out, _ = run(capsys, *args, "2")
+    assert code == 0 and "random/mapped" in out and "hypergraph/two-level" in out
+    code, out, _ = run(capsys, *args, "4", "--json")  # one rank per node: nothing to place
+    assert code == 0 and [r["placement"] for r in json.loads(out)] == ["naive", "naive"]
+
+
 def test_partition_compare_auto_prints_the_plan_table(capsys, tmp_path):
     spec = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
     args = [

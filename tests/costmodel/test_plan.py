@@ -24,6 +24,7 @@ from lightning_gnn_dist.costmodel.plan import (
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.metrics import partition_metrics
 from lightning_gnn_dist.partition.placement import Topology
+from lightning_gnn_dist.partition.store import PartitionStore
 from tests.helpers import random_graph
 
 COSTS = ComputeCosts(aggregate_seconds=1e-9, dense_seconds=2e-10, elementwise_seconds=1e-9)
@@ -178,6 +179,37 @@ def test_several_nodes_add_hierarchical_and_the_placements(placed):
     two_level = next(r for r in stored.rows if r.candidate.placement == "two-level")
     assert two_level.candidate.partition == "hypergraph/two-level"
     assert store_folder(two_level.candidate.partition) == "hypergraph-two-level"
+
+
+@pytest.mark.parametrize("stores", [False, True])
+def test_the_mapped_candidate_reuses_the_naive_partition(tmp_path, monkeypatch, stores):
+    """``metis/mapped`` renumbers ``metis``'s parts (its assignment, or its store's): metis runs
+    once, and the mapped partition is the one a second run of (deterministic) metis gives."""
+    from lightning_gnn_dist.partition import MetisPartitioner
+    from lightning_gnn_dist.partition.store import partition_to_store
+
+    data = random_graph(600, 1500, seed=4, features=8, parallel_edges=True)
+    topology, root = Topology(2, 2), tmp_path / "plan" if stores else None
+    calls = []
+    partition = MetisPartitioner.partition
+    monkeypatch.setattr(
+        MetisPartitioner, "partition", lambda self, *a: calls.append(1) or partition(self, *a)
+    )
+    metrics, sources = partition_candidates(data, 4, ["metis"], root=root, topology=topology)
+    assert list(metrics) == ["metis", "metis/mapped"] and len(calls) == 1
+    again = partition_to_store(
+        data, get_partitioner("metis"), 4, tmp_path / "again", topology=topology, placement="mapped"
+    )
+    assert len(calls) == 2  # the re-partitioning path, for comparison
+    assert metrics["metis/mapped"].to_dict() == again.metrics.to_dict()
+    if stores:
+        mapped = PartitionStore.open(root / "metis-mapped")
+        np.testing.assert_array_equal(mapped.assignment(), again.assignment())
+        assert mapped.meta["placement"] == again.meta["placement"]
+        assert mapped.meta["files"] == again.meta["files"]
+        assert sources["metis/mapped"].startswith("computed")
+        metrics, sources = partition_candidates(data, 4, ["metis"], root=root, topology=topology)
+        assert len(calls) == 2 and sources == {"metis": "store", "metis/mapped": "store"}
 
 
 def test_the_same_link_everywhere_prefers_p2p_over_hierarchical(placed):

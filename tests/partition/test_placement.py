@@ -175,3 +175,60 @@ def test_bad_placements_are_refused_before_partitioning(tmp_path, kwargs, match)
     with pytest.raises(ValueError, match=match):
         partition_to_store(data, get_partitioner("random"), 4, tmp_path / "s", **kwargs)
     assert not (tmp_path / "s").exists()
+
+
+def test_a_mapped_store_from_the_naive_assignment_is_the_repartitioned_one(tmp_path):
+    """``naive=`` renumbers a given partition instead of partitioning again: the same store
+    (assignment, parts, metrics, meta apart from the seconds) as partitioning anew."""
+    from lightning_gnn_dist.partition.store import partition_to_store, placed_assignment
+
+    data = random_graph(600, 1500, seed=4, features=8, parallel_edges=True)
+    partitioner, topology = get_partitioner("metis", seed=0), Topology(2, 2)
+    naive = partitioner.partition(data, 4)
+    kwargs = {"topology": topology, "placement": "mapped"}
+    fresh = partition_to_store(data, partitioner, 4, tmp_path / "fresh", **kwargs)
+    calls = []
+    partitioner.partition = lambda *args: calls.append(args)  # must not be called
+    reused = partition_to_store(data, partitioner, 4, tmp_path / "reused", naive=naive, **kwargs)
+    assert calls == [] and fresh.meta["placement"]["part_to_rank"] != [0, 1, 2, 3]
+    np.testing.assert_array_equal(reused.assignment(), fresh.assignment())
+    same = {
+        key: value for key, value in fresh.meta.items() if key not in ("seconds", "meta_sha256")
+    }
+    assert {key: reused.meta[key] for key in same} == same  # the parts' hashes included
+    assignment, part_to_rank = placed_assignment(data, partitioner, 4, topology, "naive", naive)
+    assert assignment is naive or (assignment == naive).all()
+    assert (part_to_rank == np.arange(4)).all()
+    with pytest.raises(ValueError, match="cannot reuse a 4-way assignment"):
+        placed_assignment(data, partitioner, 4, topology, "two-level", naive)
+    with pytest.raises(ValueError, match=r"naive must be the \[600\] int64 part in \[0, 4\)"):
+        placed_assignment(data, partitioner, 4, topology, "mapped", naive[:-1])
+    with pytest.raises(ValueError, match="part in"):
+        placed_assignment(data, partitioner, 4, topology, "mapped", naive + 4)
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    ("pairs", "variants"),
+    [
+        ([(0, 1), (2, 3)], []),  # the naive groups: mapped only swaps the nodes (part 2 first)
+        ([(0, 2), (1, 3)], ["mapped"]),
+    ],
+)
+def test_mapped_is_a_variant_only_when_it_regroups_the_parts(pairs, variants):
+    from lightning_gnn_dist.partition.store import placed_variants
+
+    traffic = np.ones((4, 4), dtype=np.int64)
+    for p, q in pairs:
+        traffic[p, q] = traffic[q, p] = 100
+    traffic[2, :] += 5  # part 2 has the most traffic: the greedy mapping puts it on node 0
+    np.fill_diagonal(traffic, 0)
+    metis, topology = get_partitioner("metis"), Topology(2, 2)
+    assert placed_variants(metis, topology, traffic) == variants
+    assert placed_variants(get_partitioner("hypergraph"), topology, traffic) == [
+        *variants,
+        "two-level",
+    ]
+    for other in (Topology(4, 1), Topology(1, 4), None):  # nothing to place
+        assert placed_variants(metis, other, traffic) == []
+    assert placed_variants(get_partitioner("vertex-cut"), topology, traffic) == []

@@ -13,9 +13,10 @@ from pytorch_lightning.loggers import TensorBoardLogger
 
 from lightning_gnn_dist import CommunicationMonitor, GraphPartitionDataModule, NodeClassifier, plots
 from lightning_gnn_dist.cli import main
+from lightning_gnn_dist.costmodel.plan import store_folder
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.metrics import partition_metrics
-from lightning_gnn_dist.partition.placement import Topology, node_traffic
+from lightning_gnn_dist.partition.placement import Topology, node_traffic, partition_label
 from tests.helpers import random_graph
 
 DATASET = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
@@ -118,14 +119,19 @@ def test_partition_compare_cli_writes_the_plot(tmp_path, capsys, parts, nodes):
     target = tmp_path / "compare.png"
     code = main(
         ["partition-compare", "--dataset", DATASET, "-p", str(parts), "--nodes", str(nodes)]
-        + ["--methods", "metis", "random", "--json", "--plot", str(target)]
+        + ["--seed", "2", "--methods", "metis", "random", "--json", "--plot", str(target)]
     )
     assert code == 0
-    assert [row["method"] for row in json.loads(capsys.readouterr().out)] == ["metis", "random"]
+    rows = json.loads(capsys.readouterr().out)
+    assert [row["method"] for row in rows if row.get("placement", "naive") == "naive"] == [
+        "metis",
+        "random",
+    ]
     per_node = sorted(p.name for p in tmp_path.glob("compare-nodes-*.png"))
-    assert per_node == (
-        [] if nodes == 1 else ["compare-nodes-metis.png", "compare-nodes-random.png"]
-    )
+    # with --nodes: one per row, the placed variants' too (compare-nodes-random-mapped.png)
+    names = [store_folder(partition_label(r["method"], r.get("placement", "naive"))) for r in rows]
+    assert per_node == ([] if nodes == 1 else sorted(f"compare-nodes-{n}.png" for n in names))
+    assert nodes == 1 or "compare-nodes-random-mapped.png" in per_node
     for path in [target, *tmp_path.glob("compare-nodes-*.png")]:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
