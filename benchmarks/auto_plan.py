@@ -58,7 +58,7 @@ CONFIGS = {  # (graph, ranks or nodes, link: None = loopback, else an emulated r
         ],
         "methods": ["metis", "random"],
         "warmup": 1,
-        "steps": 4,
+        "steps": 6,
         "top_k": 3,
         "timed_steps": 3,
     },
@@ -377,7 +377,7 @@ def add_arguments(parser) -> None:
 
 
 BENCHMARK = Benchmark(
-    "auto_plan", __doc__, run, render, repeats=7, quick_repeats=1, add_arguments=add_arguments
+    "auto_plan", __doc__, run, render, repeats=9, quick_repeats=1, add_arguments=add_arguments
 )
 
 if __name__ == "__main__":

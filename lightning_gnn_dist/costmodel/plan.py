@@ -580,18 +580,30 @@ def select(
     return Plan(tuple(ranked), chosen, reason, dict(settings or {}))
 
 
+NEAR_TIE = 0.05
+"""With ``per_mode`` timing, a mode's second-best partition is timed too when its prediction is
+within this fraction of the mode's best: the model prices bytes and balance, not how a partition
+lays its vertices out in memory. Measured on 2 ranks of a 110 × 110 mesh: ``broadcast`` on METIS's
+parts and on random parts, predicted equal, stepped in 9.8 and 11.1 ms (contiguous neighbours
+against scattered ones)."""
+
+
 def timed_indices(ranked: Sequence[PlanRow], top_k: int, per_mode: bool) -> list[int]:
-    """Indices into ``ranked`` (best prediction first) of the candidates :func:`select` times."""
+    """Indices into ``ranked`` (best prediction first) of the candidates :func:`select` times:
+    the ``top_k`` best, or with ``per_mode`` the best prediction of each of the ``top_k`` best
+    modes (exchange and codec) and, per mode, the next one within :data:`NEAR_TIE` of it."""
     if not per_mode:
         return list(range(min(max(top_k, 0), len(ranked))))
-    seen: set[tuple[str, str]] = set()
-    indices = []
+    best: dict[tuple[str, str], list[int]] = {}
     for i, row in enumerate(ranked):
         mode = (row.candidate.exchange, row.candidate.codec)
-        if mode not in seen and len(indices) < top_k:
-            seen.add(mode)
-            indices.append(i)
-    return indices
+        if mode not in best and len(best) < top_k:
+            best[mode] = [i]
+        elif mode in best and len(best[mode]) == 1:
+            first = ranked[best[mode][0]].epoch_seconds
+            if row.epoch_seconds <= first * (1 + NEAR_TIE):
+                best[mode].append(i)
+    return sorted(i for indices in best.values() for i in indices)
 
 
 def _key(seconds: float) -> float:

@@ -3,7 +3,8 @@
 The cost model ranks candidates that differ by a few percent; how a machine schedules ranks,
 collectives and copies decides between them. Like ``exchange="rdm"``'s ``rdm_order="auto"``,
 :func:`time_top_k` trains each of the ``top_k`` best predictions for a few steps on every rank
-and picks the fastest: the best prediction of each of the ``top_k`` best exchange modes, since
+and picks the fastest: the best prediction of each of the ``top_k`` best exchange modes (and
+the mode's next partition when predicted within 5 %, :data:`~.plan.NEAR_TIE`), since
 the model's bytes are exact (it ranks one mode's partitions well) while what a mode costs beyond
 its bytes is what timing tells. A step is the forward and backward of a GCN with the plan's
 widths on the rank's part of the candidate's partition (its features, or random ones of width
@@ -28,7 +29,7 @@ from lightning_gnn_dist.data.local import LocalPartition
 DEFAULT_TIMED_STEPS = 3
 """Timed steps per candidate and round (after an untimed step of each)."""
 
-DEFAULT_TIMED_ROUNDS = 2
+DEFAULT_TIMED_ROUNDS = 3
 """Rounds over the candidates: each round times every candidate's steps in a row."""
 
 
@@ -155,8 +156,9 @@ def time_top_k(
     top_k: int,
     steps: int = DEFAULT_TIMED_STEPS,
 ) -> Plan:
-    """``plan`` with the best prediction of each of its ``top_k`` best exchange modes timed
-    (:func:`time_candidates`; ``select(per_mode=True)``) and the fastest measured picked (ties:
+    """``plan`` with the best prediction of each of its ``top_k`` best exchange modes timed,
+    with each mode's near tie (:func:`~.plan.timed_indices`; :func:`time_candidates`;
+    ``select(per_mode=True)``) and the fastest measured picked (ties:
     the better prediction).
 
     Args:
