@@ -62,7 +62,7 @@ class LocalGraphStore:
         self.counter = CommCounter()
 
     def sample_hop(
-        self, frontier: Tensor, fanout: int, stream: int, replace: bool = False, owned=False
+        self, frontier: Tensor, fanout: int, stream: int, replace: bool = False, owned: bool = False
     ):
         return self.in_edges.sample(frontier, fanout, stream, replace)
 
