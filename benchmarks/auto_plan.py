@@ -328,7 +328,7 @@ def render(report: dict) -> str:
     lines += [
         f"**auto (the best prediction of each of the model's {config['top_k']} best exchange "
         f"modes, and each one's partition predicted within 5 %, timed for "
-        f"{config['timed_steps']} steps in each of {report.get('timing_rounds', 2)} rounds: the "
+        f"{config['timed_steps']} steps in each of {report['timing_rounds']} rounds: the "
         f'default of `method="auto"`) within 10% of the fastest measured plan in {hit} of '
         f"{len(combos)} combinations; worst {worst:.2f}×** (target: ≥ 7 of 8, never > 1.3×). "
         f"The model alone (`top_k=0`): {alone} of {len(combos)}, worst {worst_alone:.2f}×.",

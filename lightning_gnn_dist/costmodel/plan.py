@@ -677,8 +677,7 @@ def partition_candidates(
     rank ``p``) and the metrics hold ``hierarchical``'s rows; when it has parts to place
     (:func:`places_parts`) every method's partition is also ``"mapped"`` onto the nodes (left
     out when the mapping keeps each node's parts together: the naive partition, or its nodes
-    swapped), and a
-    method with the hypergraph model also partitions ``"two-level"``
+    swapped), and a method with the hypergraph model also partitions ``"two-level"``
     (:func:`~lightning_gnn_dist.partition.store.placed_variants`). The mapped partition
     renumbers the naive one's parts (its assignment, or its store's): the graph is partitioned
     once per method and placement that cuts it (naive, two-level), not for ``"mapped"``.

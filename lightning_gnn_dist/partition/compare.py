@@ -64,8 +64,8 @@ def compare_partitioners(
     and ``hierarchical_inter_node_rows`` (the ``hierarchical`` exchange's), and its metrics hold
     the hierarchical rows. With several ranks per node each such row is followed by one row per
     placed variant of that partition (:func:`~lightning_gnn_dist.partition.store.placed_variants`:
-    ``"mapped"``, its parts renumbered onto the nodes, unless that keeps every part on its rank;
-    ``"two-level"`` for the hypergraph model), the same keys with its ``placement``; its
+    ``"mapped"``, its parts renumbered onto the nodes, unless that keeps each node's parts
+    together; ``"two-level"`` for the hypergraph model), the same keys with its ``placement``; its
     ``seconds`` are the placement's own (``mapped``: the renumbering of the naive partition,
     which is not partitioned again; ``two-level``: both levels' partitioning). The rows are what
     ``method="auto"`` weighs (:func:`~lightning_gnn_dist.costmodel.plan.partition_candidates`

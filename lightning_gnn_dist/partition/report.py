@@ -22,9 +22,9 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
     beside it, with ``rdm``'s order), and with ``inter_node_rows`` (``partition-compare
     --nodes``) the rows crossing nodes, those staying inside one, and the crossing rows of the
     ``hierarchical`` exchange; a row with a ``placement`` other than ``"naive"`` (a placed
-    variant of its method's partition) is named ``method/placement``. Volumes are rows one layer moves per
-    direction (halo rows; for a vertex cut, partial-aggregate rows), and ``RF`` is a vertex
-    cut's replication factor (paper 002 Table 4)."""
+    variant of its method's partition) is named ``method/placement``. Volumes are rows one
+    layer moves per direction (halo rows; for a vertex cut, partial-aggregate rows), and ``RF``
+    is a vertex cut's replication factor (paper 002 Table 4)."""
     table = Table(title=title)
     for header in (
         "method",
