@@ -299,8 +299,12 @@ class _Children:
 
     def stop(self, own: FailureReport, signum: int = signal.SIGTERM) -> None:
         """Rank 0 ends the job itself (SIGTERM): its own line, no child blamed. The children get
-        ``signum`` first and a moment to clean up after themselves, then ``SIGKILL``."""
+        ``signum`` first and a moment to clean up after themselves, then ``SIGKILL``. ``own`` is
+        the job's failure unless one came before it: the main thread, whose collectives fail as
+        the children end, must not diagnose their ends as a failure of their own (exit code 1
+        instead of 143, seen once in CI)."""
         self.expected = True
+        self.decide(own)
         self.report(own)
         for proc in self.procs.values():
             if proc.poll() is None:

@@ -284,3 +284,17 @@ def test_reports_of_a_report_folder_removed_while_read_are_none(tmp_path, monkey
 
     monkeypatch.setattr(Path, "glob", removed_meanwhile)
     assert children._reports() == []
+
+
+def test_a_job_rank_0_stops_is_decided_as_its_termination(tmp_path):
+    """Rank 0's SIGTERM thread ends the children; its main thread, whose collective fails as
+    they end, asked for the job's failure meanwhile and got a child "killed by SIGTERM" (exit
+    code 1 where the job must end with 143, seen once in CI)."""
+    from lightning_gnn_dist.lightning.launcher import _TERMINATED, FailureReport, _Children
+
+    child = subprocess.Popen(["sleep", "30"])
+    children = _Children([child], 1, tmp_path, wait_s=0.0)
+    children.stop(FailureReport(0, _TERMINATED, time=time.time()))
+    peer = FailureReport(0, "RuntimeError: Connection closed by peer", peer_failure=True)
+    assert child.returncode == -signal.SIGTERM
+    assert children.decide(peer).summary == _TERMINATED
