@@ -1,8 +1,21 @@
 """``NodeClassifier``: a reference LightningModule for node classification.
 
-It is ordinary single-process PyG code: nothing in it knows about partitions. Under
-``GNNStrategy`` each rank sees its part; losses are logged as global means (local sums over
-global counts, summed over ranks) and accuracy through torchmetrics, synchronised across ranks.
+It is ordinary single-process PyG code: nothing in it knows about partitions. It reads two batch
+layouts:
+
+* a whole graph or part (``loader="full"``, ``"subgraph"``): the split's rows are
+  ``batch.{split}_mask``; the training loss is logged as the global mean (local sums over the
+  global count ``num_train_global``, summed over ranks);
+* seeds first (``loader="neighbor"``, PyG's ``NeighborLoader`` layout, and the exact evaluation
+  batches of ``eval_loader="full"``): the split's rows are the first ``batch.batch_size``; a
+  sampled batch also carries ``num_sampled_nodes``/``num_sampled_edges``, with which the
+  reference models compute each layer only for the vertices the next one needs (when the batch
+  was sampled with one hop per layer). The training
+  loss is the mean over the rank's seeds, logged as the mean over ranks (the loss whose
+  gradients ``GNNStrategy`` averages).
+
+Validation and test losses are torchmetrics means over every evaluated vertex, and accuracies
+torchmetrics accuracies, synchronised across ranks: the global values whatever the loader.
 """
 
 from __future__ import annotations
@@ -11,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data
+from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from lightning_gnn_dist.lightning.compat import LightningNeutral
@@ -66,6 +80,7 @@ class NodeClassifier(LightningNeutral, lightning_base="LightningModule"):
         )
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
 
     def configure_model(self) -> None:
         if self.model is not None:
@@ -75,39 +90,64 @@ class NodeClassifier(LightningNeutral, lightning_base="LightningModule"):
         num_classes = self.hparams.num_classes or datamodule.num_classes
         self._build(in_channels, num_classes)
 
-    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        return self.model(x, edge_index)
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        num_sampled_nodes: list[int] | None = None,
+        num_sampled_edges: list[int] | None = None,
+    ) -> Tensor:
+        """Logits ``[N, num_classes]``; with the per-hop counts of a sampled batch, the
+        reference models that trim return the seeds' rows only (``[batch_size, ...]``)."""
+        return self.model(x, edge_index, num_sampled_nodes, num_sampled_edges)
 
-    def _loss(self, batch: Data, out: Tensor, split: str) -> tuple[Tensor, Tensor]:
-        """``(local mean loss, global-mean share)`` of ``split``'s vertices."""
+    def _split_outputs(self, batch: Data, split: str) -> tuple[Tensor, Tensor | slice]:
+        """``(logits, rows)`` of ``split``'s vertices in ``batch`` (``batch.y[rows]`` are their
+        labels): the first ``batch.batch_size`` rows of a seeds-first batch (its seeds are the
+        split's vertices), else the rows of ``batch.{split}_mask``."""
+        if "batch_size" in batch:
+            trim = [batch.get("num_sampled_nodes"), batch.get("num_sampled_edges")]
+            if trim[1] is None or len(trim[1]) != len(self.model.convs):
+                trim = []  # not one hop per layer: run on the whole batch, as PyG code would
+            seeds = slice(0, batch.batch_size)
+            return self(batch.x, batch.edge_index, *trim)[seeds], seeds
         mask = batch[f"{split}_mask"]
-        total = F.cross_entropy(out[mask], batch.y[mask], reduction="sum")
-        local_count = mask.sum().clamp(min=1)
-        global_count = batch.get(f"num_{split}_global", None) or int(mask.sum())
-        return total / local_count, total.detach() / max(1, global_count)
+        return self(batch.x, batch.edge_index)[mask], mask
 
     def training_step(self, batch: Data, batch_idx: int) -> Tensor:
-        out = self(batch.x, batch.edge_index)
-        loss, share = self._loss(batch, out, "train")
+        out, rows = self._split_outputs(batch, "train")
+        y = batch.y[rows]
+        if "batch_size" in batch:  # the mean over this rank's seeds; the ranks' mean is logged
+            loss = F.cross_entropy(out, y)
+            self.log("train_loss", loss.detach(), sync_dist=True, batch_size=1, prog_bar=True)
+            return loss
+        total = F.cross_entropy(out, y, reduction="sum")
+        global_count = batch.get("num_train_global", None) or y.numel()
+        share = total.detach() / max(1, global_count)  # summed over ranks: the global mean
         self.log("train_loss", share, reduce_fx="sum", sync_dist=True, batch_size=1, prog_bar=True)
-        return loss
+        return total / max(1, y.numel())
 
-    def _evaluate(self, batch: Data, split: str, metric: MulticlassAccuracy) -> None:
-        out = self(batch.x, batch.edge_index)
-        _, share = self._loss(batch, out, split)
-        mask = batch[f"{split}_mask"]
-        metric.update(out[mask], batch.y[mask])
-        prefix = "val" if split == "val" else "test"
-        self.log(f"{prefix}_loss", share, reduce_fx="sum", sync_dist=True, batch_size=1)
-        self.log(f"{prefix}_acc", metric, batch_size=1, prog_bar=True)
+    def _evaluate(self, batch: Data, split: str) -> None:
+        out, rows = self._split_outputs(batch, split)
+        y = batch.y[rows]
+        loss, metric = getattr(self, f"{split}_loss"), getattr(self, f"{split}_acc")
+        loss.update(F.cross_entropy(out, y, reduction="none"))
+        metric.update(out, y)
+        self.log(f"{split}_loss", loss, batch_size=1)
+        self.log(f"{split}_acc", metric, batch_size=1, prog_bar=True)
 
     def validation_step(self, batch: Data, batch_idx: int) -> None:
-        self._evaluate(batch, "val", self.val_acc)
+        self._evaluate(batch, "val")
 
     def test_step(self, batch: Data, batch_idx: int) -> None:
-        self._evaluate(batch, "test", self.test_acc)
+        self._evaluate(batch, "test")
 
     def predict_step(self, batch: Data, batch_idx: int) -> dict[str, Tensor]:
+        """``{"global_ids": [n] dataset ids, "logits": [n, num_classes]}`` of the batch's
+        owned vertices, or of its seeds in a seeds-first batch."""
+        if "batch_size" in batch:
+            logits, seeds = self._split_outputs(batch, "predict")
+            return {"global_ids": batch.n_id[seeds], "logits": logits}
         return {"global_ids": batch.global_ids, "logits": self(batch.x, batch.edge_index)}
 
     def configure_optimizers(self) -> torch.optim.Optimizer:

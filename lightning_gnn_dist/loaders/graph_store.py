@@ -397,7 +397,8 @@ class PartitionedGraphStore:
         """Send feature rows ``x [n, d]`` and their ``meta [n, m] int64`` (ids, labels,
         degrees) as one message per peer, each row's bytes side by side; returns the received
         ``(x, meta)``. Counted as two lines, ``features`` and ``features.ids``, so each feature
-        row is counted once and its ids apart."""
+        row is counted once and its ids apart: a packed row is ``d · x.element_size() + 8 m``
+        bytes, exactly the two lines' bytes (no padding travels)."""
         if self.world_size == 1:
             return x[:0], meta[:0]
         width_x = x.size(1) * x.element_size()
@@ -409,8 +410,9 @@ class PartitionedGraphStore:
             codec=codec,
         )  # fmt: skip
         self._record("features.ids", "response", send_counts, recv_counts, meta.size(1), 8)
-        x = received[:, :width_x].contiguous().view(x.dtype)
-        return x, received[:, width_x:].contiguous().view(torch.int64)
+        return _columns_as(received, 0, width_x, x.dtype), _columns_as(
+            received, width_x, packed.size(1), torch.int64
+        )
 
     def dataset_ids(self, mask: Tensor) -> Tensor:
         """Dataset ids of the owned vertices a ``[num_owned] bool`` mask selects."""
@@ -426,6 +428,17 @@ class PartitionedGraphStore:
 
     def __repr__(self) -> str:
         return f"PartitionedGraphStore(rank={self.rank}/{self.world_size}, owned={self.end - self.start}, cache={self._cache_routing.numel()})"
+
+
+def _columns_as(packed: Tensor, start: int, stop: int, dtype: torch.dtype) -> Tensor:
+    """The bytes ``packed[:, start:stop]`` (``[n, w] uint8``) as a new ``[n, w / size] dtype``
+    tensor. Not a view: a column slice keeps its storage offset ``start`` even where it is
+    contiguous (one row), and viewing bytes as a wider type needs an offset divisible by its
+    size (``4·d`` for the ids after ``d`` float32 columns is not, for odd ``d``)."""
+    columns = (stop - start) // dtype.itemsize
+    out = torch.empty(packed.size(0), columns, dtype=dtype, device=packed.device)
+    out.view(torch.uint8).copy_(packed[:, start:stop])
+    return out
 
 
 def _position_in(sorted_values: Tensor, queries: Tensor, perm: Tensor | None = None) -> Tensor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from torch import Tensor
 
@@ -33,6 +34,12 @@ class GraphContext:
     partition: LocalPartition
     exchange: HaloExchange
     _cache: dict = field(default_factory=dict, repr=False)
+
+    complete: ClassVar[bool] = False
+    """Whether every row a layer reads is already local (a sampled neighbour batch): layers
+    then exchange nothing and take what their PyG base class takes, bipartite ``(x_src, x_dst)``
+    inputs of a model trimmed per hop included; the context still supplies global degrees and
+    synchronised batch norms. ``False`` here: layers read halo rows through :attr:`exchange`."""
 
     @property
     def num_owned(self) -> int:

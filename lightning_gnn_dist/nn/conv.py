@@ -5,7 +5,10 @@ context it *is* the PyG layer; inside one (see :mod:`lightning_gnn_dist.nn.conte
 the owned rows ``[num_owned, d]``, ``edge_index`` the local graph (sources ``[owned | halo]``),
 and the layer fetches the halo rows through the context's exchange. The output has the owned
 rows only. A context that computes whole layers (``exchange="rdm"``) answers
-:meth:`~lightning_gnn_dist.nn.context.GraphContext.layer_output` instead.
+:meth:`~lightning_gnn_dist.nn.context.GraphContext.layer_output` instead. A complete context (a
+sampled neighbour batch, :attr:`~lightning_gnn_dist.nn.context.GraphContext.complete`) has no
+halo: the layers are their PyG base classes there (``GCNConv`` with the batch's global degrees),
+so a model trimmed per hop may pass bipartite ``(x_src, x_dst)`` inputs.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from torch_geometric.utils import is_sparse
 
 from lightning_gnn_dist.data.csr import CSRAdjacency, tensor_cache
 from lightning_gnn_dist.data.graph import gcn_norm_weights
-from lightning_gnn_dist.nn.context import current_graph_context
+from lightning_gnn_dist.nn.context import GraphContext, current_graph_context
 from lightning_gnn_dist.nn.fused import sparse_matrix
 from lightning_gnn_dist.nn.spmm import SparseMatrix, spmm
 
@@ -30,6 +33,26 @@ class _Distributed:
 
     def _name(self) -> str:
         return self.layer_name or f"{type(self).__name__}@{id(self):x}"
+
+    def _halo_context(self, x) -> GraphContext | None:
+        """The active graph context if this layer reads halo rows through it; ``None`` outside
+        one and inside a complete one (a sampled neighbour batch: every row is local, the layer
+        is its PyG base class and may take the bipartite inputs of a model trimmed per hop).
+
+        Raises:
+            NotImplementedError: ``x`` is a bipartite ``(x_src, x_dst)`` pair in a context with
+                a halo (whose edges index ``[owned | halo]`` rows of one tensor).
+        """
+        ctx = current_graph_context()
+        if ctx is None or ctx.complete:
+            return None
+        if not isinstance(x, Tensor):
+            raise NotImplementedError(
+                f"{type(self).__name__} ({self._name()}): distributed mode takes one feature "
+                "tensor; bipartite (x_src, x_dst) inputs (a model trimmed per hop) run only on "
+                "complete batches (loader='neighbor')"
+            )
+        return ctx
 
     @property
     def exchange_width(self) -> int:
@@ -142,8 +165,8 @@ class DistSAGEConv(_Distributed, SAGEConv):
         )
 
     def forward(self, x: Tensor, edge_index, size=None) -> Tensor:
-        ctx = current_graph_context()
-        if ctx is not None and isinstance(x, Tensor):
+        ctx = self._halo_context(x)
+        if ctx is not None:
             out = ctx.layer_output(self, x)  # a context that runs whole layers (rdm)
             if out is not None:
                 return out
@@ -155,7 +178,7 @@ class DistSAGEConv(_Distributed, SAGEConv):
             and self._transforms_first(x_src)
         ):
             return self._transform_first(ctx, x, edge_index, size)
-        if ctx is None or not isinstance(x, Tensor):
+        if ctx is None:
             return super().forward(x, edge_index, size)
         halo = ctx.exchange(x, self._name())
         x_all = torch.cat([x, halo])
@@ -164,11 +187,7 @@ class DistSAGEConv(_Distributed, SAGEConv):
     def _transform_first(self, ctx, x, edge_index: Tensor, size) -> Tensor:
         x_src, x_dst = x if isinstance(x, (tuple, list)) else (x, x)
         h = F.linear(x_src, self.lin_l.weight)
-        if ctx is not None:
-            if x_dst is not x_src:
-                raise NotImplementedError(
-                    f"SAGEConv ({self._name()}): distributed mode takes one feature tensor"
-                )
+        if ctx is not None:  # one feature tensor (_halo_context): its halo rows follow it
             h = torch.cat([h, ctx.exchange(h, self._name())])
         num_src = h.size(0) if size is None or size[0] is None else size[0]
         num_dst = x_dst.size(0) if size is None or size[1] is None else size[1]
@@ -192,8 +211,8 @@ class DistGraphConv(_Distributed, GraphConv):
     vertices)."""
 
     def forward(self, x: Tensor, edge_index, edge_weight: Tensor | None = None, size=None):
-        ctx = current_graph_context()
-        if ctx is None or not isinstance(x, Tensor):
+        ctx = self._halo_context(x)
+        if ctx is None:
             return super().forward(x, edge_index, edge_weight, size)
         out = None if edge_weight is not None else ctx.layer_output(self, x)
         if out is not None:
@@ -215,8 +234,8 @@ class DistGATConv(_Distributed, GATConv):
         size=None,
         return_attention_weights=None,
     ):
-        ctx = current_graph_context()
-        if ctx is None or not isinstance(x, Tensor):
+        ctx = self._halo_context(x)
+        if ctx is None:
             return super().forward(x, edge_index, edge_attr, size, return_attention_weights)
         if return_attention_weights:
             raise NotImplementedError(

@@ -26,7 +26,9 @@ may replace the aggregates (a vertex cut synchronises split vertices there; a ve
 leaves them as they are).
 
 Outside a graph context the model behaves exactly as before, so the same module trains
-single-process and distributed.
+single-process and distributed. Inside a complete one (a sampled neighbour batch,
+:attr:`~lightning_gnn_dist.nn.context.GraphContext.complete`) nothing is exchanged either: the
+layers take what PyG takes, bipartite inputs of a model trimmed per hop included.
 """
 
 from __future__ import annotations
@@ -111,13 +113,14 @@ def _after_aggregate(module: nn.Module, inputs: tuple, output):
 
 def _exchange_input(module: nn.Module, args: tuple, kwargs: dict):
     ctx = current_graph_context()
-    if ctx is None:
+    if ctx is None or ctx.complete:  # a complete (sampled) batch: every row is here already
         return None
     x = args[0] if args else kwargs.get("x")
     if not isinstance(x, torch.Tensor):
         raise NotImplementedError(
             f"{type(module).__name__} ({module.layer_name}): distributed mode needs a single feature "
-            "tensor as first argument; bipartite (x_src, x_dst) inputs are not supported"
+            "tensor as first argument; bipartite (x_src, x_dst) inputs (a model trimmed per hop) "
+            "run only on complete batches (loader='neighbor')"
         )
     module._lgd_num_owned = x.size(0)
     x_all = torch.cat([x, ctx.exchange(x, module.layer_name)])

@@ -14,6 +14,7 @@ loader, so nothing moves inside the model. The context still matters for two thi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.distributed as dist
@@ -121,7 +122,10 @@ class _Ready:
 @dataclass
 class SampledBatchContext(GraphContext):
     """:class:`GraphContext` of a neighbour batch (``partition`` is a :class:`SampledBatch`,
-    ``exchange`` a :class:`NoHalo`)."""
+    ``exchange`` a :class:`NoHalo`): complete, so layers exchange nothing and a model may trim
+    the batch per hop."""
+
+    complete: ClassVar[bool] = True
 
     @classmethod
     def from_batch(cls, batch, group=None) -> SampledBatchContext:

@@ -48,3 +48,29 @@ def test_one_part_serves_pyg_layout_batches(tmp_path):
 def test_bad_loader_options(kwargs, message):
     with pytest.raises(ValueError, match=message):
         GraphPartitionDataModule(DATASET, **kwargs)
+
+
+@pytest.mark.parametrize("eval_loader", ["neighbor", "full"])
+def test_node_classifier_predicts_the_seeds_of_neighbor_batches(eval_loader, tmp_path):
+    """Issue 29, item 2: ``NodeClassifier.predict_step`` read ``batch.global_ids``, which
+    seeds-first batches do not have; it returns the seeds' dataset ids and logits."""
+    from lightning_gnn_dist import NodeClassifier
+
+    datamodule = GraphPartitionDataModule(
+        DATASET, method="random", num_parts=1, root=str(tmp_path), loader="neighbor",
+        num_neighbors=[-1, -1], batch_size=64, eval_loader=eval_loader,
+    )  # fmt: skip
+    datamodule.prepare_data()
+    datamodule.setup("predict")
+    torch.manual_seed(0)
+    module = NodeClassifier("sage", hidden_channels=8, in_channels=5, num_classes=3).eval()
+    graph = load_dataset(DATASET)
+    with torch.no_grad():
+        expected = module(graph.x, graph.edge_index)
+        predicted = [
+            module.predict_step(b, i) for i, b in enumerate(datamodule.predict_dataloader())
+        ]
+    ids = torch.cat([p["global_ids"] for p in predicted])
+    assert sorted(ids.tolist()) == list(range(graph.num_nodes))
+    logits = torch.cat([p["logits"] for p in predicted])
+    torch.testing.assert_close(logits, expected[ids], rtol=1e-5, atol=1e-5)
