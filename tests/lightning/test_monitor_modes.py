@@ -32,6 +32,7 @@ from lightning_gnn_dist import (
     PartitionReport,
 )
 
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "vertex_cut.md"
 DATASET = "sbm?num_nodes=120&num_classes=3&avg_degree=6&features=8&seed=2"
 EPOCHS = 2
 VERTEX_CUT = {"method": "vertex-cut"}
@@ -204,6 +205,7 @@ def test_every_monitor_option_works_in_every_mode(mode, stores, tmp_path, capfd)
     if mode == "cd-0":  # max: gradient and tie counts travel together (docs/guide/vertex_cut.md)
         widths = {(r["layer"], r["direction"]): r["width"] for r in rows}
         assert widths[("conv2", "backward")] == 2 * widths[("conv2", "forward")]
+        assert "sends **twice its width backward**" in GUIDE.read_text()  # and users are told
 
     # plot_dir: the figures of the mode, as PNG files and as TensorBoard images
     figures = {"balance", "comm_vs_compute"}
