@@ -17,7 +17,8 @@ quantises a forward row once); backward sums at the gateway are re-encoded.
 
 A rank's node is ``rank // ranks_per_node`` (Lightning's and torchrun's numbering). The plan needs
 the halo ids of the ranks of one's node: they are exchanged once, on the first exchange (point to
-point, inside each node only). Bytes per exchange: :func:`~lightning_gnn_dist.partition.placement.hierarchical_peer_rows`
+point, inside each node only; counted apart, in :attr:`HierarchicalExchange.setup_counter` under
+``("node halo ids", "setup")``, as ``rdm`` counts its set-up). Bytes per exchange: :func:`~lightning_gnn_dist.partition.placement.hierarchical_peer_rows`
 rows from ``p`` to ``q`` (forward; its transpose backward), times the codec's bytes per row.
 """
 
@@ -31,6 +32,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from lightning_gnn_dist.comm.base import Transfer
+from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.messages import start_messages
 from lightning_gnn_dist.comm.p2p import P2PExchange
 from lightning_gnn_dist.data.local import LocalPartition
@@ -47,6 +49,11 @@ class HierarchicalExchange(P2PExchange):
             ``LOCAL_WORLD_SIZE`` environment variable that torchrun and Lightning's launcher
             set; ``GNNStrategy`` passes ``world_size // num_nodes``)
         counter, group, codec: as in :class:`~lightning_gnn_dist.comm.base.HaloExchange`.
+
+    Attributes:
+        setup_counter (CommCounter): the one-off exchange of halo ids between the ranks of a
+            node that the plan needs (``("node halo ids", "setup")``: int64 sizes and ids, width
+            1, 8 bytes each), kept apart from the layers' traffic in ``counter``.
 
     Raises:
         ValueError: ``ranks_per_node`` missing, below 1, or not a divisor of the world size.
@@ -83,6 +90,7 @@ class HierarchicalExchange(P2PExchange):
             )
         self.ranks_per_node = ranks_per_node
         self._plan: dict | None = None
+        self.setup_counter = CommCounter()
 
     @property
     def node(self) -> int:
@@ -132,7 +140,26 @@ class HierarchicalExchange(P2PExchange):
                 if halos[q].numel()
             ]
             self._wait_all(ops)
+            self._record_setup(mates, own.numel(), [halos[q].numel() for q in mates])
         return [halos[q].numpy() for q in range(first, first + self.ranks_per_node)]
+
+    def _record_setup(self, mates: list[int], sent: int, received: list[int]) -> None:
+        """Count :meth:`_node_halos`' messages: to every mate one size and ``sent`` ids, from
+        each its size and its ids (``received``); int64, one row each."""
+        rows_to = [0] * self.world_size
+        for q in mates:
+            rows_to[q] = 1 + sent
+        self.setup_counter.record(
+            "node halo ids",
+            "setup",
+            rows_sent=sum(rows_to),
+            rows_received=len(mates) + sum(received),
+            width=1,
+            element_size=8,
+            messages_sent=len(mates) * (2 if sent else 1),
+            messages_received=len(mates) + sum(1 for r in received if r),
+            rows_sent_to=rows_to,
+        )
 
     @staticmethod
     def _wait_all(ops: list) -> None:

@@ -17,6 +17,7 @@ from lightning_gnn_dist.comm.base import traffic_row_bytes
 from lightning_gnn_dist.comm.cached import STATISTIC_FIELDS
 from lightning_gnn_dist.lightning.compat import LightningNeutral
 from lightning_gnn_dist.partition.placement import Topology
+from lightning_gnn_dist.partition.vertex_cut import VertexCutMetrics
 
 if TYPE_CHECKING:  # annotations only; the classes work with either namespace
     import pytorch_lightning as pl
@@ -126,8 +127,9 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     ``-1`` when the mode does not count bytes per receiving rank) and
     ``predicted_inter_node_bytes_total``, logged and shown in the table. Values are
     gathered from all ranks and written by rank 0 to every logger of the Trainer (CSV,
-    TensorBoard, ...), step = epoch; :attr:`last_logged` holds them. :attr:`history` keeps one
-    row per layer, direction and epoch; :meth:`table` renders the last epoch. :attr:`rank_history` keeps, per epoch, the
+    TensorBoard, ...), step = epoch, with an ``epoch`` key as in Lightning's own rows;
+    :attr:`last_logged` holds them. :attr:`history` keeps one row per layer, direction and
+    epoch; :meth:`table` renders the last epoch. :attr:`rank_history` keeps, per epoch, the
     per-rank arrays the plots draw (bytes per rank pair, measured and predicted; rows sent and
     received; compute and exchange-wait seconds) and the launch's ``topology`` (``None`` on one
     node).
@@ -296,8 +298,10 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             logged.update(self._cache_hits(trainer, pl_module, graph_store))
         self.last_logged = logged
         if trainer.is_global_zero:  # values are already global: no per-key sync needed
+            # with the epoch, as Lightning's own rows have it (metrics.csv's epoch column)
+            row = logged | {"epoch": trainer.current_epoch}
             for logger in trainer.loggers:
-                logger.log_metrics(logged, step=trainer.current_epoch)
+                logger.log_metrics(row, step=trainer.current_epoch)
 
     def _cache_hits(self, trainer, pl_module, graph_store) -> dict[str, float]:
         """Neighbour loader: feature rows served from each rank's cache this epoch
@@ -360,7 +364,8 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         the last epoch's bytes per rank pair (measured next to predicted) and, on several nodes,
         the same bytes split per node into inter- and intra-node (both left out when the exchange
         mode does not count bytes per receiving rank); per-rank balance (``metrics`` gives owned
-        vertices and non-zeros); and seconds and bytes over all epochs."""
+        vertices and non-zeros, or a vertex cut's vertex copies and edges); and seconds and
+        bytes over all epochs."""
         from lightning_gnn_dist.plots import partition as plots
 
         last = self.rank_history[-1]
@@ -377,15 +382,18 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
                     last["topology"],
                     f"halo exchange by node, epoch {epoch}",
                 )
+        sizes, loads, size_label, load_label = _part_loads(metrics)
         return figures | {
             "balance": plots.balance_figure(
-                metrics.part_sizes,
-                metrics.part_nnz,
+                sizes,
+                loads,
                 last["rows_sent"],
                 last["rows_received"],
                 last["compute_seconds"],
                 last["wait_seconds"],
                 f"per-rank balance, epoch {epoch}",
+                size_label=size_label,
+                load_label=load_label,
             ),
             "comm_vs_compute": plots.comm_compute_figure(
                 np.stack([r["compute_seconds"] for r in self.rank_history]),
@@ -473,6 +481,16 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         _console().print(self.table())
 
 
+def _part_loads(metrics) -> tuple[np.ndarray, np.ndarray, str, str]:
+    """``([P] sizes, [P] loads, size label, load label)`` of the balance figure: owned vertices
+    and non-zeros of ``Â`` for a vertex partition; vertex copies and edges for a vertex cut
+    (:class:`~lightning_gnn_dist.partition.vertex_cut.VertexCutMetrics`, whose parts own
+    edges, not rows)."""
+    if isinstance(metrics, VertexCutMetrics):
+        return metrics.part_vertices, metrics.part_edges, "vertex copies", "edges"
+    return metrics.part_sizes, metrics.part_nnz, "owned vertices (rows)", "non-zeros of Â"
+
+
 def _split(per_rank, recorded, pair_rows, traffic, topology: Topology) -> dict[str, int]:
     """Measured inter- and intra-node bytes of one record (summed over ranks; ``-1`` when the
     mode does not count bytes per receiving rank) and the predicted inter-node bytes (``-1``
@@ -509,18 +527,20 @@ class PartitionReport(LightningNeutral, lightning_base="callbacks.Callback"):
         store = trainer.datamodule.store
         summary = store.metrics.summary()
         summary["seconds"] = store.meta["seconds"]
+        row = {f"partition/{k}": float(v) for k, v in summary.items()}
+        row["epoch"] = trainer.current_epoch  # as Lightning's own rows have it
         for logger in trainer.loggers:
-            logger.log_metrics({f"partition/{k}": float(v) for k, v in summary.items()}, step=0)
+            logger.log_metrics(row, step=0)
         if self.print_table and trainer.is_global_zero:
             from lightning_gnn_dist.partition.report import metrics_table
 
             settings = store.meta["settings"]
-            _console().print(
-                metrics_table(
-                    summary,
-                    f"partition {store.meta.get('dataset')} ({settings['method']}, P = {settings['num_parts']})",
-                )
+            # dataset and settings on lines of their own: a long dataset spec wraps alone
+            title = (
+                f"partition of {store.meta.get('dataset')}\n"
+                f"{settings['method']}, P = {settings['num_parts']}"
             )
+            _console().print(metrics_table(summary, title))
 
 
 class PredictionWriter(LightningNeutral, lightning_base="callbacks.BasePredictionWriter"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.table import Table
 
 from lightning_gnn_dist.partition.placement import partition_label
@@ -99,8 +100,11 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
 
 
 def metrics_table(summary: dict[str, Any], title: str) -> Table:
-    """Two-column table of one partition's summary."""
-    table = Table(title=title)
+    """Two-column table of one partition's summary. The table is at least as wide as the
+    longest line of ``title`` (two narrow columns would otherwise wrap it mid-phrase); only a
+    console narrower than that wraps it, between words."""
+    widest = max(cell_len(line) for line in title.splitlines() or [""])
+    table = Table(title=title, min_width=widest + 4)  # + the borders and cell padding
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in summary.items():

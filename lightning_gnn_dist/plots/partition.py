@@ -44,9 +44,12 @@ def require_matplotlib():
     return matplotlib, Figure
 
 
-def _new_figure(width: float, height: float) -> Figure:
+def _new_figure(width: float, height: float, layout: str = "constrained") -> Figure:
+    """A figure of ``width`` x ``height`` inches; ``layout="compressed"`` for panels of a fixed
+    aspect (heat maps): the constrained layout sizes their boxes before the aspect shrinks
+    them, which left labels outside the figure and blank bands beside the panels."""
     _, figure_cls = require_matplotlib()
-    return figure_cls(figsize=(width, height), dpi=100, layout="constrained")
+    return figure_cls(figsize=(width, height), dpi=100, layout=layout)
 
 
 def human_bytes(value: float) -> str:
@@ -88,7 +91,9 @@ def communication_matrix_figure(
     if predicted is not None:
         panels.append(("predicted from the partition", np.asarray(predicted, dtype=np.float64)))
     side = min(7.0, 3.5 + 0.06 * measured.shape[0])
-    fig = _new_figure(max(9.0, side * len(panels) + 1.2), side + 0.5)
+    # as wide as the panels and the colour bar (a fixed minimum left a lone panel beside a
+    # blank half), and wide enough for the two-line title
+    fig = _new_figure(max(5.5, (side + 0.4) * len(panels) + 1.4), side + 1.2, "compressed")
     vmax = max(float(p.max()) for _, p in panels) or 1.0
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (name, matrix) in zip(axes, panels, strict=True):
@@ -252,28 +257,34 @@ def balance_figure(
     compute_seconds: np.ndarray,
     wait_seconds: np.ndarray,
     title: str = "per-rank balance",
+    *,
+    size_label: str = "owned vertices (rows)",
+    load_label: str = "non-zeros of Â",
 ) -> Figure:
-    """Four panels over the ranks: owned vertices, non-zeros of ``Â``, rows sent and received per
-    epoch, and compute vs exchange-wait seconds per epoch (stacked). Dashed lines mark means.
+    """Four panels over the ranks: owned vertices, non-zeros of ``Â`` (or, for a vertex cut,
+    vertex copies and edges: see the labels), rows sent and received per epoch, and compute vs
+    exchange-wait seconds per epoch (stacked). Dashed lines mark means.
 
     The rows panel sums every exchange of the epoch (each layer, forward and backward; the
     loader's requests and responses with ``loader="neighbor"``), so it reads
     ``layers × directions`` times the partition table's rows per exchange; its title says so.
 
     Args:
-        owned_vertices, nonzeros: ``[P]`` from the partition metrics (rows, non-zeros).
+        owned_vertices, nonzeros: ``[P]`` from the partition metrics (rows, non-zeros; a
+            vertex cut's vertex copies and edges).
         rows_sent, rows_received: ``[P]`` halo rows per epoch, all layers and directions.
         compute_seconds, wait_seconds: ``[P]`` seconds per epoch: training step minus exchange
             wait, and exchange wait.
         title: figure title.
+        size_label, load_label: the axis labels of the first two panels.
     """
     num_ranks = len(owned_vertices)
     ranks = np.arange(num_ranks)
     fig = _new_figure(min(16.0, max(7.0, 2.5 + 0.14 * num_ranks)), 9.0)
     ax_size, ax_nnz, ax_rows, ax_time = fig.subplots(4, 1, sharex=True)
     for ax, values, label in (
-        (ax_size, owned_vertices, "owned vertices (rows)"),
-        (ax_nnz, nonzeros, "non-zeros of Â"),
+        (ax_size, owned_vertices, size_label),
+        (ax_nnz, nonzeros, load_label),
     ):
         ax.bar(ranks, values, color=_COLOURS[0])
         ax.axhline(float(np.mean(values)), color="black", linestyle="--", linewidth=1, label="mean")

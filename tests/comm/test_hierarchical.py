@@ -17,6 +17,7 @@ from lightning_gnn_dist.partition.placement import (
     hierarchical_peer_rows,
     node_traffic,
 )
+from tests.comm.test_codec import _count_wire_bytes
 from tests.distributed import run_ranks
 from tests.helpers import random_graph
 
@@ -59,12 +60,14 @@ def _reference(name: str):
 
 
 def _rank(rank, world_size, codec):
+    wire = _count_wire_bytes(rank, world_size)
     part = list(build_local_partitions(_graph(), _assignment(), world_size))[rank]
     results = {}
     for name in LAYERS:
         layer = distribute(_layer(name))
         exchange = make_exchange("hierarchical", part, codec=codec, ranks_per_node=2)
         x = part.x.clone().requires_grad_()
+        wire[0] = 0
         with use_graph_context(GraphContext(part, exchange)):
             out = layer(x, part.edge_index)
         (out * _weights(out.size(1))[part.global_ids]).sum().backward()
@@ -72,6 +75,9 @@ def _rank(rank, world_size, codec):
             "out": out.detach().numpy(),
             "x_grad": x.grad.numpy(),
             "traffic": exchange.counter.as_dicts(),
+            "setup": exchange.setup_counter.as_dicts(),
+            "num_halo": part.num_halo,
+            "wire": wire[0],  # what the collectives moved, the first step's plan included
         }
     return part.global_ids.numpy(), results
 
@@ -110,6 +116,21 @@ def test_bytes_per_peer_and_level_are_predicted(codec, runs):
     # the rows saved on the inter-node link travel the intra-node hop instead
     saved = p2p_levels.total_inter_rows - levels.total_inter_rows
     assert levels.total_intra_rows == p2p_levels.total_intra_rows + saved
+
+
+@pytest.mark.parametrize("codec", ["fp32", "bf16"])
+def test_every_byte_on_the_wire_is_counted(codec, runs):
+    """The first exchange builds the plan from the halo ids of the node's ranks: those bytes go
+    to ``setup_counter`` (they went uncounted: 160-1,136 bytes per rank), so wire = counted."""
+    for rank, (_, results) in enumerate(runs[codec]):
+        for name, result in results.items():
+            layers = sum(t["bytes_sent"] for t in result["traffic"])
+            (setup,) = result["setup"]
+            assert (setup["layer"], setup["direction"]) == ("node halo ids", "setup")
+            # to the node's other rank (2 per node): this rank's halo size and ids, int64
+            assert setup["bytes_sent"] == 8 * (1 + result["num_halo"])
+            assert setup["bytes_sent_to"][rank ^ 1] == setup["bytes_sent"]
+            assert result["wire"] == layers + setup["bytes_sent"], (rank, name)
 
 
 def test_metrics_record_the_placement_and_the_exchange_predicts_from_them():

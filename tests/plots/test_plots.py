@@ -50,6 +50,35 @@ def test_communication_matrix_shows_measured_next_to_predicted():
     assert "DIFFERS" in plots.communication_matrix_figure(measured, other)._suptitle.get_text()
 
 
+def _drawn_extent(fig):
+    """``(x0, y0, x1, y1)``: what the axes draw (labels and colour bar included), as fractions
+    of the figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    boxes = [ax.get_tightbbox(renderer) for ax in fig.axes]
+    width, height = fig.bbox.width, fig.bbox.height
+    return (
+        min(b.x0 for b in boxes) / width,
+        min(b.y0 for b in boxes) / height,
+        max(b.x1 for b in boxes) / width,
+        max(b.y1 for b in boxes) / height,
+    )
+
+
+@pytest.mark.parametrize("ranks", [2, 4, 16, 64])
+@pytest.mark.parametrize("with_prediction", [True, False])
+def test_communication_matrix_fills_its_figure(ranks, with_prediction):
+    """One panel (no prediction) sat in the right half of a figure sized for two, and the
+    two panels' axis labels fell below the figure (issue 29)."""
+    matrix = np.arange(ranks * ranks).reshape(ranks, ranks)
+    fig = plots.communication_matrix_figure(matrix, matrix if with_prediction else None)
+    x0, y0, x1, y1 = _drawn_extent(fig)
+    assert x1 - x0 > 0.75  # no blank half
+    assert 0 <= x0 and x1 <= 1 and 0 <= y0 and y1 <= 1  # nothing cut off
+
+
 def test_figures_stay_legible_with_64_ranks():
     rng = np.random.default_rng(0)
     matrix = rng.integers(0, 1000, (64, 64))
@@ -234,6 +263,34 @@ def test_monitor_leaves_out_the_matrix_when_a_mode_does_not_count_per_rank_pair(
     epoch["peer_bytes"] = np.array([[0, 64], [32, 0]])
     matrix = monitor.figures(metrics)["comm_matrix"]
     np.testing.assert_array_equal(matrix.axes[0].images[0].get_array(), epoch["peer_bytes"])
+
+
+def test_monitor_draws_a_vertex_cuts_balance_from_its_copies_and_edges():
+    """A vertex cut's metrics have no owned rows (``part_sizes``): the balance figure crashed
+    after training (issue 29); it shows the parts' vertex copies and edges."""
+    from lightning_gnn_dist.partition.vertex_cut import vertex_cut_metrics
+
+    data = random_graph(30, 90, seed=2)
+    edge_parts = get_partitioner("vertex-cut", seed=1).partition(data, 2)
+    metrics = vertex_cut_metrics(data, edge_parts, 2, seed=1)
+    monitor = CommunicationMonitor()
+    monitor.rank_history = [
+        {
+            "epoch": 0,
+            "peer_bytes": None,
+            "predicted_peer_bytes": None,
+            "bytes_sent": 96.0,
+            "rows_sent": np.array([4, 2]),
+            "rows_received": np.array([2, 4]),
+            "wait_seconds": np.array([0.1, 0.2]),
+            "compute_seconds": np.array([1.0, 1.0]),
+        }
+    ]
+    balance = monitor.figures(metrics)["balance"]
+    copies, edges = balance.axes[:2]
+    assert (copies.get_ylabel(), edges.get_ylabel()) == ("vertex copies", "edges")
+    np.testing.assert_array_equal(_bar_heights(copies), metrics.part_vertices)
+    np.testing.assert_array_equal(_bar_heights(edges), metrics.part_edges)
 
 
 def _node_split(matrix, topology):
