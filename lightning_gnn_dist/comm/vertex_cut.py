@@ -128,13 +128,18 @@ class PartialAggregateSync(P2PExchange):
             codec=codec.name,
         )
 
-    def _exchange(self, x: Tensor, layer: str, direction: str, reduce: str) -> Tensor:
-        """Blocking two-phase synchronisation of ``x`` (counted as one record)."""
+    def _exchange(
+        self, x: Tensor, layer: str, direction: str, reduce: str, lossless: bool = False
+    ) -> Tensor:
+        """Blocking two-phase synchronisation of ``x`` (counted as one record). ``max``
+        synchronisations, and ``lossless`` sums (a ``max`` layer's backward, whose tie counts
+        travel beside the gradients: rounding them would misplace the gradient), travel as
+        ``fp32`` whatever the codec."""
         part = self.partition
         leaf_index = part.leaf_index.to(x.device)
         root_index = part.root_index.to(x.device)
         x = x.contiguous()
-        codec = self._codec(layer, direction) if reduce == "sum" else IDENTITY
+        codec = self._codec(layer, direction) if reduce == "sum" and not lossless else IDENTITY
         self._record_phases(layer, direction, self._leaf_counts, self._root_counts, x, codec)
         transfer = self._move(
             x.index_select(0, leaf_index),
@@ -188,7 +193,7 @@ class _Synchronise(Function):
         (share,) = ctx.saved_tensors
         width = grad_total.size(1)
         packed = torch.cat([grad_total, share], dim=1)
-        total = ctx.sync._exchange(packed, ctx.layer, "backward", "sum")
+        total = ctx.sync._exchange(packed, ctx.layer, "backward", "sum", lossless=True)
         grad, ties = total[:, :width], total[:, width:]
         return grad * share / ties.clamp(min=1), None, None, None, None
 
