@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
-from torch_geometric.utils import sort_edge_index
+
+from lightning_gnn_dist.data.attributes import graph_attributes
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -47,9 +48,10 @@ def distinct_edges(
 def canonicalize(data: Data, *, source: str = "graph") -> Data:
     """Validate ``data`` and return it with a sorted ``int64`` ``edge_index``.
 
-    Edges are sorted by ``(source, target)``; parallel edges and self loops are kept as given
-    (a graph without parallel edges comes out exactly as ``torch_geometric.utils.coalesce``
-    would return it).
+    Edges are sorted by ``(source, target)``, stably; parallel edges and self loops are kept as
+    given (a graph without parallel edges comes out exactly as ``torch_geometric.utils.coalesce``
+    would return it), and every edge attribute
+    (:func:`~lightning_gnn_dist.data.attributes.graph_attributes`) is permuted with its edge.
 
     Raises:
         ValueError: empty graph, malformed ``edge_index`` or vertex ids out of range. The message
@@ -72,8 +74,14 @@ def canonicalize(data: Data, *, source: str = "graph") -> Data:
         bad = int(edge_index.max()) if int(edge_index.max()) >= num_nodes else int(edge_index.min())
         raise ValueError(f"{source}: vertex id {bad} is out of range [0, {num_nodes})")
     data = data.clone()
-    data.edge_index = sort_edge_index(edge_index, num_nodes=num_nodes)
+    # One stable permutation sorts the edges and every edge attribute alike (parallel edges keep
+    # their own values, in their given order).
+    src, dst = edge_index.numpy()
+    order = torch.from_numpy(np.argsort(src * num_nodes + dst, kind="stable"))
+    data.edge_index = edge_index[:, order]
     data.num_nodes = num_nodes
+    for key in graph_attributes(data).edge:
+        data[key] = data[key][order]
     return data
 
 
@@ -159,13 +167,25 @@ def gcn_norm_weights(
 
 
 def graph_fingerprint(data: Data) -> str:
-    """SHA-256 over the structure, features, labels and masks of ``data`` (hex string).
+    """SHA-256 over the structure, features, labels, masks and every other node and edge
+    attribute of ``data`` (hex string; the other attributes after the legacy keys, so a graph
+    without them keeps the fingerprint it had before they were partitioned).
 
     Two graphs share a fingerprint only if a stored partition of one is valid for the other.
     """
     digest = hashlib.sha256()
     digest.update(f"num_nodes={data.num_nodes}".encode())
-    for key in ("edge_index", "x", "y", "train_mask", "val_mask", "test_mask"):
+    extra = graph_attributes(data)
+    for key in (
+        "edge_index",
+        "x",
+        "y",
+        "train_mask",
+        "val_mask",
+        "test_mask",
+        *extra.node,
+        *extra.edge,
+    ):
         value = getattr(data, key, None)
         if value is None:
             continue

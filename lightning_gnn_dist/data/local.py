@@ -9,7 +9,7 @@ where the halo (remote in-neighbours) is sorted by relabelled id, hence grouped 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.data.attributes import graph_attributes
 from lightning_gnn_dist.data.graph import gcn_norm_weights, sorted_unique
 
 _OPTIONAL = ("x", "y", "train_mask", "val_mask", "test_mask")
@@ -53,6 +54,13 @@ class LocalPartition:
         send_edge_targets: original ids of the peer's vertices each send entry's row feeds. With
             the two ``halo_*``/``send_edge_*`` fields a rank restricts its plans to a sampled
             subgraph without global structure (``loaders.subgraph``).
+        edge_ids: ``[E_local] int64`` position of each local edge in the dataset's canonical
+            ``edge_index`` (PyG's ``e_id``); ``None`` in parts stored before it existed.
+        node_attrs: every node attribute besides ``x``, ``y`` and the masks, owned rows
+            ``[num_owned, ...]`` by name (``{}`` when the graph has none).
+        edge_attrs: every edge attribute (``edge_weight``, ``edge_attr``, ...) ``[E_local, ...]``
+            in ``edge_index`` order: a rank holds the in-edges of its owned vertices, so no edge
+            attribute crosses the network in a halo exchange.
     """
 
     part_id: int
@@ -76,6 +84,9 @@ class LocalPartition:
     halo_global_ids: Tensor | None = None
     send_edge_offsets: Tensor | None = None
     send_edge_targets: Tensor | None = None
+    edge_ids: Tensor | None = None
+    node_attrs: dict[str, Tensor] = field(default_factory=dict)
+    edge_attrs: dict[str, Tensor] = field(default_factory=dict)
 
     @property
     def num_owned(self) -> int:
@@ -182,6 +193,7 @@ def build_local_partitions(
     edge_order = np.argsort(dst, kind="stable")
     src, dst = src[edge_order], dst[edge_order]
     edge_bounds = np.searchsorted(dst, offsets)
+    attributes = graph_attributes(data)
 
     for p in range(num_parts):
         start, end = offsets[p], offsets[p + 1]
@@ -218,4 +230,8 @@ def build_local_partitions(
             value = getattr(data, key, None)
             if value is not None:
                 setattr(part, key, value[index].clone())
+        edge_ids = torch.from_numpy(edge_order[edge_bounds[p] : edge_bounds[p + 1]].copy())
+        part.edge_ids = edge_ids
+        part.node_attrs = {key: data[key][index].clone() for key in attributes.node}
+        part.edge_attrs = {key: data[key][edge_ids].clone() for key in attributes.edge}
         yield part

@@ -14,7 +14,7 @@ every vertex counts once in the loss and metrics. Features are replicated on eve
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.data.attributes import graph_attributes
 from lightning_gnn_dist.data.graph import gcn_norm_weights, sorted_unique
 
 
@@ -146,6 +147,12 @@ class VertexCutPart:
             (multigraphs may have several); ``None`` in parts written before it existed.
         x: ``[num_local, d]`` features of every copy (replicated).
         y, train_mask, val_mask, test_mask: labels and masks; masks are ``False`` on leaves.
+        edge_ids: ``[E_local] int64`` position of each local edge in the dataset's canonical
+            ``edge_index`` (PyG's ``e_id``); ``None`` in parts stored before it existed.
+        node_attrs: every other node attribute by name, ``[num_local, ...]`` (replicated on
+            every copy, as ``x``).
+        edge_attrs: every edge attribute by name, ``[E_local, ...]`` in ``edge_index`` order
+            (each edge lives on one part, with its values).
     """
 
     part_id: int
@@ -166,6 +173,9 @@ class VertexCutPart:
     train_mask: Tensor | None = None
     val_mask: Tensor | None = None
     test_mask: Tensor | None = None
+    edge_ids: Tensor | None = None
+    node_attrs: dict[str, Tensor] = field(default_factory=dict)
+    edge_attrs: dict[str, Tensor] = field(default_factory=dict)
 
     kind = "vertex-cut"
 
@@ -257,6 +267,7 @@ def build_vertex_cut_parts(
     edge_order = np.argsort(edge_parts, kind="stable")
     edge_bounds = np.searchsorted(edge_parts[edge_order], np.arange(num_parts + 1))
 
+    attributes = graph_attributes(data)
     leaf = ~copies.is_root
     leaf_vertex, leaf_part = copies.vertex[leaf], copies.part[leaf]
     leaf_root = copies.root_part[leaf_vertex]
@@ -294,4 +305,7 @@ def build_vertex_cut_parts(
             if value is not None:
                 value = value[index].clone()
                 setattr(part, key, value & root if key in _MASKS else value)
+        part.edge_ids = torch.from_numpy(edges.copy())
+        part.node_attrs = {key: data[key][index].clone() for key in attributes.node}
+        part.edge_attrs = {key: data[key][part.edge_ids].clone() for key in attributes.edge}
         yield part
