@@ -6,6 +6,8 @@ module                       what it holds
 :mod:`.compat`               one decision between ``lightning.pytorch`` and ``pytorch_lightning``
 :mod:`.strategy`             :class:`~.strategy.GNNStrategy` (``gnn_ddp``, ``gnn_ddp_spawn``,
                              ``gnn_ddp_fork``): process groups, exchange, gradient sync
+:mod:`.registration`         the ``gnn_ddp*`` names in Lightning's registries, registered
+                             without importing the strategy (``import lightning_gnn_dist``)
 :mod:`.datamodule`           :class:`~.datamodule.GraphPartitionDataModule`: partition once, load
                              the rank's part, serve full-batch or mini-batch loaders
 :mod:`.callbacks`            communication table, partition report, prediction writer
