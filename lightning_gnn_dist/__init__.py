@@ -28,6 +28,9 @@ from lightning_gnn_dist.lightning.registration import (
 from lightning_gnn_dist.utils.tempdirs import (
     remove_process_temp_files as _remove_process_temp_files,
 )
+from lightning_gnn_dist.utils.tempdirs import (
+    tag_generated_modules as _tag_generated_modules,
+)
 
 __version__ = "0.1.0.dev0"
 
@@ -62,6 +65,7 @@ _NEUTRAL = frozenset(
 
 _deprecated.install()
 atexit.register(_remove_process_temp_files)  # PyG's generated modules, torch's empty cache dir
+_when_imported("torch_geometric.template", _tag_generated_modules)  # a killed run's: removable
 for _namespace in _NAMESPACE_MODULES:  # now if imported, else as soon as it is
     _when_imported(_namespace, _register_strategy_names)
 

@@ -61,6 +61,7 @@ from lightning_gnn_dist.utils.tempdirs import (
     make_owned_dir,
     remove_process_temp_files,
     remove_stale,
+    remove_stale_generated_modules,
 )
 
 ENV_REPORT_DIR = "LIGHTNING_GNN_DIST_FAILURE_DIR"
@@ -420,6 +421,7 @@ class GNNSubprocessLauncher(
 
     def _start_children(self) -> None:
         remove_stale(tempfile.gettempdir(), REPORT_PREFIX)  # folders of killed rank-0 processes
+        remove_stale_generated_modules()  # and the modules PyG generated in them
         report_dir = str(make_owned_dir(tempfile.gettempdir(), REPORT_PREFIX, mode=0o700))
         # The children's temporary files (PyG's generated modules, torch's caches) go into the
         # job's folder, which rank 0 removes, however the children end.
