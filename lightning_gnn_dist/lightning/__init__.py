@@ -14,6 +14,7 @@ module                       what it holds
 :mod:`.batch_monitor`        per-batch communication of mini-batch loaders
 :mod:`.module`               :class:`~.module.NodeClassifier`, the reference LightningModule
 :mod:`.launcher`             the subprocess launcher: one-line rank failures, clean exits
+:mod:`.reports`              a rank's failure report, read by rank 0 or by ``emulate`` (light)
 :mod:`.resume`               what a checkpoint holds beyond Lightning's own state
 :mod:`.cli`                  the LightningCLI behind ``python -m lightning_gnn_dist fit``
 ============================ ===================================================================
