@@ -100,6 +100,8 @@ API_MODULES = {
         "batch_monitor",
         "module",
         "launcher",
+        "reports",
+        "registration",
         "resume",
         "cli",
     ],

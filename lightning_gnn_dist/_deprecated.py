@@ -16,6 +16,8 @@ import sys
 import types
 import warnings
 
+from lightning_gnn_dist._imports import when_imported
+
 #: Old module path → the module that now holds its names (removed in 0.2).
 MOVED_MODULES: dict[str, str] = {
     "lightning_gnn_dist._compat": "lightning_gnn_dist.lightning.compat",
@@ -98,10 +100,16 @@ def moved_attribute(package: str, name: str):
 
 
 def install() -> None:
-    """Register the finder (once) and the packages' ``__getattr__`` for moved names."""
+    """Register the finder (once) and the packages' ``__getattr__`` for moved names, each as
+    its package is imported (importing them here would make ``import lightning_gnn_dist``
+    load torch)."""
     if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
         sys.meta_path.append(_MovedModuleFinder())
     for package in MOVED_NAMES:
-        module = sys.modules.get(package) or importlib.import_module(package)
-        if "__getattr__" not in vars(module):
-            module.__getattr__ = lambda name, package=package: moved_attribute(package, name)
+        when_imported(package, _forward_moved_names)
+
+
+def _forward_moved_names(module: types.ModuleType) -> None:
+    if "__getattr__" not in vars(module):
+        package = module.__name__
+        module.__getattr__ = lambda name: moved_attribute(package, name)

@@ -196,6 +196,9 @@ RUN: dict[str, Run] = {
     "placement-compare": Run(
         in_process=True, expect=(r"inter-node", r"hier\. inter", r"hypergraph/two-level")
     ),
+    # builds the datamodule and strategy only; tests/lightning/test_auto_plan.py fits with
+    # method='auto' and exchange='auto' the same way (fork, 2 ranks)
+    "auto-plan": Run(in_process=True, expect=(r"GNNStrategy\(exchange='auto'",)),
     "auto-plan-cli": Run(in_process=True, expect=(r"automatic plan", r"◀", r"fastest predicted")),
     "placement-partition": Run(
         in_process=True, expect=(r"placement\s+│\s+two-level", r"hierarchical_inter_node_rows")
@@ -235,8 +238,6 @@ SKIP: dict[str, str] = {
     "torchrun-one-machine": "tests/lightning/test_launchers.py runs a two-process torchrun launch "
     "(with its agent's log folder kept out of TMPDIR)",
     "make-docs": "test_docs_build runs the same Sphinx command",
-    "auto-plan": "needs a probe's JSON (net.json); tests/lightning/test_auto_plan.py fits with "
-    "method='auto' and exchange='auto' the same way (fork, 2 ranks)",
     "codec": "a 2-rank fit (~50 s under load): tests/lightning/test_codec_training.py trains "
     "GNNStrategy(codec=...) the same way (fork) and checks the monitor's codec, bytes ÷ fp32 and "
     "bytes = predicted",
@@ -309,9 +310,71 @@ def test_readme_is_a_landing_page():
         "make test   # ruff + the whole test suite",
         "```",
     ]
-    # Every relative link of the README points at a file of the repository.
-    for target in re.findall(r"\]\(((?:docs|examples)/[^)#]+)", README.read_text()):
-        assert (REPO / target).is_file(), target
+
+
+# -- links ---------------------------------------------------------------------------------------
+
+LINK = re.compile(r"!?\[[^\]]*\]\((?P<target>[^)\s]+)(?:\s+\"[^\"]*\")?\)")
+HEADING = re.compile(r"^#{1,6}\s+(?P<title>.+?)\s*#*$", re.M)
+
+
+def _anchor(title: str) -> str:
+    """A heading's anchor as GitHub and MyST (``myst_heading_anchors``) make it."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def _source_of(path: Path) -> Path:
+    """A path in a folder that docs/conf.py generates on every build → the file it copies
+    (``docs/benchmarks/results/X`` is ``benchmarks/results/X``)."""
+    relative = path.relative_to(DOCS) if path.is_relative_to(DOCS) else None
+    if relative is not None and relative.parts[:2] == ("benchmarks", "results"):
+        return REPO / "benchmarks" / "results" / Path(*relative.parts[2:])
+    return path
+
+
+def _broken_links(page: Path, text: str | None = None) -> list[str]:
+    """The relative links of ``page`` (its ``text``, default: read) that name no file, or no
+    heading of the Markdown page they name."""
+    text = page.read_text() if text is None else text
+    text = re.sub(r"^```.*?^```$", "", text, flags=re.S | re.M)  # code is not a link
+    broken = []
+    for match in LINK.finditer(text):
+        target = match["target"]
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http(s), mailto: not checked here
+            continue
+        path_part, _, anchor = target.partition("#")
+        path = _source_of((page.parent / path_part).resolve()) if path_part else page
+        if not path.is_file():
+            broken.append(f"{target} (no file {path.relative_to(REPO)})")
+        elif anchor and path.suffix == ".md":
+            anchors = {_anchor(m["title"]) for m in HEADING.finditer(path.read_text())}
+            if anchor not in anchors:
+                broken.append(f"{target} (no heading #{anchor} in {path.relative_to(REPO)})")
+    return broken
+
+
+def test_relative_links_resolve():
+    """Every relative link (and image) of README.md and docs/**/*.md names a file of the
+    repository, and a ``#heading`` of a Markdown page names one of its headings."""
+    broken = {
+        str(page.relative_to(REPO)): links for page in doc_files() if (links := _broken_links(page))
+    }
+    assert broken == {}
+
+
+def test_the_link_check_sees_broken_links():
+    text = (
+        "[a](../missing.md) [b](modes.md#no-such-heading) [c](https://x.org/y.md) "
+        "[d](../benchmarks/results/full_batch.md) [e](../benchmarks/results/none.md) "
+        "[f](modes.md) ![g](../images/balance.png) [h](#the-layer-table)\n"
+        "```\n[i](in-code.md)\n```\n"
+    )
+    broken = _broken_links(DOCS / "guide" / "layers.md", text)
+    assert [link.split()[0] for link in broken] == [
+        "../missing.md",
+        "modes.md#no-such-heading",
+        "../benchmarks/results/none.md",
+    ]
 
 
 # -- the build -----------------------------------------------------------------------------------

@@ -7,7 +7,11 @@ Each node is a network namespace with its own address on a virtual switch, its l
 ``--bandwidth`` in each direction, its processes pinned to ``--cpus-per-node`` cores; one
 ``torchrun`` per node starts ``--nproc-per-node`` ranks, with the rendezvous on node 0 (see
 :mod:`lightning_gnn_dist.testing.cluster`). Every node's output is streamed with a ``[node i]``
-prefix; the exit code is the worst node's. Everything the command made is removed when it ends,
+prefix; the exit code is the worst node's. When the run fails, ``emulate`` speaks for it in one
+line (the ranks report to it, each node's ``torchrun`` stays quiet: :mod:`.torchrun`): the first
+rank's own error with its traceback, or the link that stopped answering (down, or shaped
+otherwise than the cluster made it) and what the ranks saw, e.g. that the collective timed out.
+Everything the command made is removed when it ends,
 on Ctrl-C, and (by a reaper process, or by the next run) after it was killed. It needs root
 (``CAP_NET_ADMIN`` and ``CAP_SYS_ADMIN``), ``ip``, ``tc`` and ``taskset``; without them it stops
 with one ``error:`` line saying what is missing.
@@ -24,13 +28,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from lightning_gnn_dist.cli.common import OneLineErrorParser
+from lightning_gnn_dist.lightning.reports import ENV_JOB_REPORT_DIR, TERMINATED, FailureReport
 from lightning_gnn_dist.testing.cluster import (
     MASTER_PORT,
     EmulatedCluster,
@@ -40,10 +47,13 @@ from lightning_gnn_dist.testing.cluster import (
     reap_stale_namespaces,
     run_nodes,
 )
+from lightning_gnn_dist.utils.tempdirs import make_owned_dir, remove_stale
 
 #: Commands of ``python -m lightning_gnn_dist`` that run on every rank.
 PACKAGE_COMMANDS = ("fit", "validate", "test", "predict", "probe")
 _LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+#: Folder the ranks write their failure reports into (:mod:`lightning_gnn_dist.lightning.reports`).
+REPORT_PREFIX = "lgd-emulate-"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -80,7 +90,8 @@ def _parser() -> argparse.ArgumentParser:
         "--grace",
         type=float,
         default=10.0,
-        help="seconds the other nodes get to end after one failed (default: 10)",
+        help="seconds the other nodes get to end after one failed; none when a link is down "
+        "or shaped otherwise than the cluster made it (default: 10)",
     )
     parser.add_argument(
         "--stats-json",
@@ -116,7 +127,7 @@ def node_command(
     return [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        "lightning_gnn_dist.cli.torchrun",  # torchrun, quiet about failures: emulate tells them
         f"--nnodes={cluster.nodes}",
         f"--nproc-per-node={nproc}",
         f"--node-rank={node}",
@@ -188,6 +199,8 @@ def run_emulate_command(argv: Sequence[str]) -> int:
         for i in range(args.nodes)
     ]
     say = _say
+    remove_stale(tempfile.gettempdir(), REPORT_PREFIX)  # of a killed emulate
+    reports = make_owned_dir(tempfile.gettempdir(), REPORT_PREFIX, mode=0o700)
     previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
     codes: list[int] = []
     links: list[dict] = []
@@ -197,16 +210,25 @@ def run_emulate_command(argv: Sequence[str]) -> int:
         say(_describe(cluster, args.nproc_per_node))
         if note:
             say(note)
-        envs = [_environment(cluster, i, args) for i in range(args.nodes)]
-        codes = run_nodes(cluster, commands, envs, grace_s=args.grace)
+        envs = [_environment(cluster, i, args, reports) for i in range(args.nodes)]
+        # A cut link: the other nodes cannot end by themselves in the grace period (a rank
+        # whose peer is behind it waits for its collective timeout), so they end at once.
+        stop_early = lambda: bool(cluster.link_faults())  # noqa: E731
+        codes = run_nodes(cluster, commands, envs, grace_s=args.grace, stop_early=stop_early)
         links = cluster.link_bytes()
         code = max(codes)
+        if code:  # before the links go: what they look like tells a cut one
+            line, traceback = _failure(FailureReport.read_all(reports), cluster.link_faults())
+            if line:
+                say(line)
+                sys.stdout.write(traceback)
     except KeyboardInterrupt as interruption:
         say("interrupted: nodes stopped")
         code = 128 + getattr(interruption, "signum", signal.SIGINT)
     finally:
         with _ignoring(signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             cluster.destroy()
+            shutil.rmtree(reports, ignore_errors=True)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     seconds = time.monotonic() - start
@@ -234,8 +256,52 @@ def run_emulate_command(argv: Sequence[str]) -> int:
     return code
 
 
-def _environment(cluster: EmulatedCluster, node: int, args: argparse.Namespace) -> dict:
+def _failure(reports: list[FailureReport], faults: dict[int, str]) -> tuple[str, str]:
+    """What ended a failed run, as one line and a traceback (``""``: none): the first rank
+    whose error is its own (``rank R failed: ...`` and its traceback), else the link that
+    stopped answering and what the ranks saw, else the ranks' timeouts with every link as made;
+    ``("", "")`` when nothing tells (a command that does not use the package's strategy: the
+    exit codes do).
+
+    Args:
+        reports: the ranks' reports (``torchrun`` ranks under the package's launcher).
+        faults: :meth:`EmulatedCluster.link_faults`.
+    """
+    # A SIGTERM is emulate's own (stopping the nodes after a failure) unless it is all there is.
+    reports = [r for r in reports if r.summary != TERMINATED] or reports
+    causes = [r for r in reports if not r.peer_failure]
+    if causes:
+        first = min(causes, key=lambda r: r.time)
+        return first.line, first.traceback
+    timed_out = sorted(r.rank for r in reports if r.timed_out)
+    seconds = next((r.timeout_s for r in reports if r.timed_out and r.timeout_s), None)
+    if timed_out:
+        ranks = " and ".join(", ".join(map(str, timed_out)).rsplit(", ", 1))
+        what = (
+            f"the collective timed out{f' after {seconds:g} s' if seconds else ''} on "
+            f"rank{'s' * (len(timed_out) > 1)} {ranks}"
+        )
+    elif reports:
+        first = min(reports, key=lambda r: r.time)
+        what = f"rank {first.rank} stopped after a peer failed: {first.summary}"
+    else:
+        what = ""
+    if faults:
+        where = "; ".join(f"node {i}'s link stopped answering ({f})" for i, f in faults.items())
+        return (f"{where}: {what}" if what else where), ""
+    if timed_out:
+        what += (
+            "; every link is as the cluster made it: a rank stopped answering (stopped, or too "
+            "slow for the timeout)"
+        )
+    return what, ""
+
+
+def _environment(
+    cluster: EmulatedCluster, node: int, args: argparse.Namespace, reports: Path
+) -> dict:
     env = cluster.node_environment(node)
+    env[ENV_JOB_REPORT_DIR] = str(reports)  # the ranks report here; emulate speaks for them
     if args.launcher == "none":
         env.update(
             MASTER_ADDR=cluster.master_address,

@@ -21,13 +21,28 @@ from lightning_gnn_dist.cli.common import (
 PARTITION_COMMANDS = ("partition", "partition-compare")
 COMPARED_EXCHANGES = ("p2p", "broadcast", "rdm")
 """Modes whose predicted epoch time ``partition-compare --widths`` prints side by side."""
+# The parser's choices and defaults, written out so that ``--help`` and usage errors answer
+# before torch loads (``tests/cli/test_fast_start.py`` keeps them equal to their sources).
+METHODS = (
+    "gnn-blocks",
+    "hypergraph",
+    "hypergraph-kahypar",
+    "hypergraph-mtkahypar",
+    "metis",
+    "random",
+    "stochastic-hypergraph",
+    "vertex-cut",
+)
+"""``--method`` choices: the names in :data:`lightning_gnn_dist.partition.PARTITIONERS`."""
+DEFAULT_METHODS = ("hypergraph-mtkahypar", "hypergraph-kahypar", "metis", "random")
+"""``partition-compare``'s methods: :data:`lightning_gnn_dist.partition.compare.DEFAULT_METHODS`."""
+AUTO_METHODS = ("hypergraph", "metis", "random")
+"""``--auto``'s methods: :data:`lightning_gnn_dist.costmodel.plan.AUTO_METHODS`."""
+PLACEMENTS = ("naive", "mapped", "two-level")
+"""``--placement`` choices: :data:`lightning_gnn_dist.partition.placement.PLACEMENTS`."""
 
 
 def _partition_parser() -> argparse.ArgumentParser:
-    from lightning_gnn_dist.partition import PARTITIONERS
-    from lightning_gnn_dist.partition.compare import DEFAULT_METHODS
-    from lightning_gnn_dist.partition.placement import PLACEMENTS
-
     parser = OneLineErrorParser(
         prog=PROG,
         description="Partition graphs and train on them. fit/validate/test/predict are the "
@@ -83,7 +98,7 @@ def _partition_parser() -> argparse.ArgumentParser:
         "--method",
         "-m",
         default="hypergraph",
-        choices=sorted(PARTITIONERS),
+        choices=METHODS,
         help="(default: hypergraph)",
     )
     one.add_argument(
@@ -109,8 +124,8 @@ def _partition_parser() -> argparse.ArgumentParser:
         "--methods",
         nargs="+",
         default=None,
-        choices=sorted(PARTITIONERS),
-        help=f"(default: {' '.join(DEFAULT_METHODS)}; with --auto: hypergraph metis random)",
+        choices=METHODS,
+        help=f"(default: {' '.join(DEFAULT_METHODS)}; with --auto: {' '.join(AUTO_METHODS)})",
     )
     cmp.add_argument(
         "--auto",
@@ -353,17 +368,18 @@ def run_partition_command(argv: Sequence[str]) -> int:
     args = _partition_parser().parse_args(argv)
     if getattr(args, "force", False) and not args.out:
         raise ValueError("--force rebuilds the store given by --out; add --out DIR")
-    from lightning_gnn_dist.data import load_dataset
-    from lightning_gnn_dist.partition import get_partitioner
-    from lightning_gnn_dist.partition.compare import DEFAULT_METHODS, compare_partitioners
-    from lightning_gnn_dist.partition.report import comparison_table, metrics_table
-    from lightning_gnn_dist.partition.store import check_placement
-
     options = parse_options(args.option)
     clash = sorted(set(options) & {"seed", "epsilon"})
     if clash:
         raise ValueError(f"--option {clash[0]}=...: use --{clash[0]} instead")
     _ranks_per_node(args)  # a bad --nodes ends before the graph is loaded
+    # The usage errors above come before torch and the partitioners load (seconds).
+    from lightning_gnn_dist.data import load_dataset
+    from lightning_gnn_dist.partition import get_partitioner
+    from lightning_gnn_dist.partition.compare import compare_partitioners
+    from lightning_gnn_dist.partition.report import comparison_table, metrics_table
+    from lightning_gnn_dist.partition.store import check_placement
+
     if args.command == "partition":
         partitioner = get_partitioner(args.method, seed=args.seed, epsilon=args.epsilon, **options)
         check_placement(partitioner, args.placement)

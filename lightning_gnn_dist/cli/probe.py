@@ -35,8 +35,7 @@ _LEVEL_TITLES = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    from lightning_gnn_dist.costmodel.probe import ALL_TO_ALL_MAX_BYTES, DEFAULT_SIZES
-
+    # No defaults from costmodel.probe here: --help and usage errors answer before torch loads.
     parser = OneLineErrorParser(
         prog="python -m lightning_gnn_dist probe",
         description="Measure latency and bandwidth between the ranks (run it on every rank, "
@@ -45,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="FILE", help="rank 0 writes the measurement here")
     parser.add_argument(
         "--sizes",
-        default=",".join(map(str, DEFAULT_SIZES)),
+        default=None,
         metavar="B1,B2,...",
         help="bytes per transfer, increasing (default: 64 B to 64 MiB, x4 steps)",
     )
@@ -61,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--all-to-all-max-bytes",
         type=int,
-        default=ALL_TO_ALL_MAX_BYTES,
+        default=None,
         metavar="B",
         help="largest all-to-all timed, bytes one rank sends (default: 4 MiB, a halo "
         "exchange's size; larger ones reach a TCP link's full duplex rate)",
@@ -88,12 +87,12 @@ def run_probe_command(argv: Sequence[str]) -> int:
     """Run ``probe`` on this rank; returns the exit code."""
     args = _parser().parse_args(argv)
     try:
-        sizes = [int(s) for s in args.sizes.split(",")]
+        sizes = None if args.sizes is None else [int(s) for s in args.sizes.split(",")]
     except ValueError:
         raise ValueError(f"--sizes {args.sizes!r}: give comma-separated byte counts") from None
     if args.repeats < 1:
         raise ValueError(f"--repeats {args.repeats}: give a positive integer")
-    if args.all_to_all_max_bytes < 1:
+    if args.all_to_all_max_bytes is not None and args.all_to_all_max_bytes < 1:
         raise ValueError(
             f"--all-to-all-max-bytes {args.all_to_all_max_bytes}: give a positive byte count"
         )
@@ -109,7 +108,11 @@ def run_probe_command(argv: Sequence[str]) -> int:
     import torch
     import torch.distributed as dist
 
-    from lightning_gnn_dist.costmodel.probe import probe_network
+    from lightning_gnn_dist.costmodel.probe import (
+        ALL_TO_ALL_MAX_BYTES,
+        DEFAULT_SIZES,
+        probe_network,
+    )
 
     device = "cpu"
     if args.backend == "nccl":
@@ -119,11 +122,11 @@ def run_probe_command(argv: Sequence[str]) -> int:
     try:
         result = probe_network(
             node_id(),
-            sizes,
+            DEFAULT_SIZES if sizes is None else sizes,
             args.repeats,
             args.max_seconds,
             device,
-            all_to_all_max_bytes=args.all_to_all_max_bytes,
+            all_to_all_max_bytes=args.all_to_all_max_bytes or ALL_TO_ALL_MAX_BYTES,
         )
         if dist.get_rank() == 0:
             _report(result, args.json)

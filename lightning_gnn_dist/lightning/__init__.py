@@ -6,12 +6,15 @@ module                       what it holds
 :mod:`.compat`               one decision between ``lightning.pytorch`` and ``pytorch_lightning``
 :mod:`.strategy`             :class:`~.strategy.GNNStrategy` (``gnn_ddp``, ``gnn_ddp_spawn``,
                              ``gnn_ddp_fork``): process groups, exchange, gradient sync
+:mod:`.registration`         the ``gnn_ddp*`` names in Lightning's registries, registered
+                             without importing the strategy (``import lightning_gnn_dist``)
 :mod:`.datamodule`           :class:`~.datamodule.GraphPartitionDataModule`: partition once, load
                              the rank's part, serve full-batch or mini-batch loaders
 :mod:`.callbacks`            communication table, partition report, prediction writer
 :mod:`.batch_monitor`        per-batch communication of mini-batch loaders
 :mod:`.module`               :class:`~.module.NodeClassifier`, the reference LightningModule
 :mod:`.launcher`             the subprocess launcher: one-line rank failures, clean exits
+:mod:`.reports`              a rank's failure report, read by rank 0 or by ``emulate`` (light)
 :mod:`.resume`               what a checkpoint holds beyond Lightning's own state
 :mod:`.cli`                  the LightningCLI behind ``python -m lightning_gnn_dist fit``
 ============================ ===================================================================

@@ -38,7 +38,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import json
 import os
 import shutil
 import signal
@@ -47,20 +46,24 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import torch.distributed as dist
 from lightning_fabric.utilities.distributed import _set_num_threads_if_needed
 
 from lightning_gnn_dist.lightning.compat import LightningNeutral
+from lightning_gnn_dist.lightning.reports import (  # FailureReport, is_peer_failure: also here
+    ENV_JOB_REPORT_DIR,
+    TERMINATED,
+    FailureReport,
+    is_peer_failure,  # noqa: F401
+)
 from lightning_gnn_dist.utils.tempdirs import (
     make_owned_dir,
     remove_process_temp_files,
     remove_stale,
+    remove_stale_generated_modules,
 )
 
 ENV_REPORT_DIR = "LIGHTNING_GNN_DIST_FAILURE_DIR"
@@ -68,9 +71,8 @@ ENV_PARENT_PID = "LIGHTNING_GNN_DIST_PARENT_PID"
 REPORT_PREFIX = "lightning-gnn-dist-ranks-"
 EXIT_SIGTERM = 128 + signal.SIGTERM
 _STOPPED_LINE = "process stopped (SIGSTOP or a debugger) and missed the collective timeout"
-_TERMINATED = "terminated by SIGTERM"
+_TERMINATED = TERMINATED
 _REPORTED = "reported"  # a child already printed the job's line (rank 0 was stopped)
-_PEER_FAILURE_TEXT = ("gloo", "nccl", "connection closed by peer", "connection reset by peer")
 
 
 class RankFailedError(RuntimeError):
@@ -83,62 +85,6 @@ class RankFailedError(RuntimeError):
     def __init__(self, report: FailureReport) -> None:
         super().__init__(report.line)
         self.report = report
-
-
-@dataclass(frozen=True)
-class FailureReport:
-    """Why one rank stopped.
-
-    Args:
-        rank: global rank.
-        summary: ``"ExcType: message"`` (or what happened to the process).
-        traceback: the rank's formatted traceback (``""`` when it has none, e.g. killed).
-        peer_failure: the error is a communication error, most likely a symptom of another rank's
-            failure.
-        time: ``time.time()`` when the rank caught it.
-    """
-
-    rank: int
-    summary: str
-    traceback: str = ""
-    peer_failure: bool = False
-    time: float = 0.0
-
-    @property
-    def line(self) -> str:
-        return f"rank {self.rank} failed: {self.summary}"
-
-    @classmethod
-    def from_exception(cls, rank: int, error: BaseException) -> FailureReport:
-        message = str(error).strip().splitlines()
-        summary = type(error).__name__ + (f": {message[0]}" if message else "")
-        return cls(
-            rank,
-            summary,
-            "".join(traceback.format_exception(error)),
-            is_peer_failure(error),
-            time.time(),
-        )
-
-    def write(self, folder: Path) -> None:
-        tmp = folder / f".rank-{self.rank}.json.tmp"
-        tmp.write_text(json.dumps(asdict(self)))
-        os.replace(tmp, folder / f"rank-{self.rank}.json")  # a reader never sees half a report
-
-    def print(self) -> None:
-        sys.stderr.write(self.line + "\n" + self.traceback)
-        sys.stderr.flush()
-
-
-def is_peer_failure(error: BaseException) -> bool:
-    """Whether ``error`` is a communication error (a peer died, froze or closed its sockets)
-    rather than the cause of the failure."""
-    if isinstance(error, dist.DistError):
-        return True
-    text = str(error).lower()
-    return isinstance(error, RuntimeError) and (
-        any(part in text for part in _PEER_FAILURE_TEXT) or "timed out" in text
-    )
 
 
 def _mark_reported(error: BaseException) -> BaseException:
@@ -229,15 +175,7 @@ class _Children:
         end_process(EXIT_SIGTERM if failure.summary == _TERMINATED else 1)
 
     def _reports(self) -> list[FailureReport]:
-        reports = []
-        try:  # the watcher may remove the folder meanwhile (it reported and ends rank 0)
-            files = list(self.report_dir.glob("rank-*.json"))
-        except FileNotFoundError:  # Python 3.11's glob raises where 3.12's yields nothing
-            files = []
-        for file in files:
-            with contextlib.suppress(OSError, ValueError, TypeError):
-                reports.append(FailureReport(**json.loads(file.read_text())))
-        return reports
+        return FailureReport.read_all(self.report_dir)
 
     def decide(self, own: FailureReport | None) -> FailureReport:
         """The first failure of the job (decided once; later calls return the same report)."""
@@ -420,6 +358,7 @@ class GNNSubprocessLauncher(
 
     def _start_children(self) -> None:
         remove_stale(tempfile.gettempdir(), REPORT_PREFIX)  # folders of killed rank-0 processes
+        remove_stale_generated_modules()  # and the modules PyG generated in them
         report_dir = str(make_owned_dir(tempfile.gettempdir(), REPORT_PREFIX, mode=0o700))
         # The children's temporary files (PyG's generated modules, torch's caches) go into the
         # job's folder, which rank 0 removes, however the children end.
@@ -452,7 +391,7 @@ class GNNSubprocessLauncher(
         """Report ``error`` the way this process's role requires; return what to raise."""
         if getattr(error, "_lightning_gnn_dist_reported", False):
             return error
-        own = FailureReport.from_exception(self._rank(), error)
+        own = FailureReport.from_exception(self._rank(), error, self.wait_s)
         children = GNNSubprocessLauncher._children
         if children is not None:  # rank 0 of the popen launcher: report for everyone
             failure = children.decide(own)
@@ -469,7 +408,17 @@ class GNNSubprocessLauncher(
             if own.peer_failure:
                 _report_stopped_parent(Path(report_dir), int(os.environ[ENV_PARENT_PID]))
             return _mark_reported(error)
-        if own.peer_failure:  # torchrun/SLURM: each rank speaks for itself, survivors briefly
+        job_dir = os.environ.get(ENV_JOB_REPORT_DIR)
+        if job_dir:  # torchrun under `emulate`: it reports for the job, with the links' state
+            with contextlib.suppress(OSError):
+                own.write(Path(job_dir))
+                return _mark_reported(error)
+        if own.timed_out:  # torchrun/SLURM: each rank speaks for itself, survivors briefly
+            sys.stderr.write(
+                f"rank {own.rank} stopped: its collective timed out after {self.wait_s:g} s (a "
+                f"peer or the network stopped answering): {own.summary}\n"
+            )
+        elif own.peer_failure:
             sys.stderr.write(f"rank {own.rank} stopped after a peer failed: {own.summary}\n")
         else:
             own.print()
@@ -583,6 +532,9 @@ class Termination:
         elif report_dir and ENV_PARENT_PID in os.environ:  # a popen child: rank 0 speaks
             with contextlib.suppress(OSError):
                 line.write(Path(report_dir))
+        elif os.environ.get(ENV_JOB_REPORT_DIR):  # torchrun under `emulate`: emulate speaks
+            with contextlib.suppress(OSError):
+                line.write(Path(os.environ[ENV_JOB_REPORT_DIR]))
         elif self.rank == 0:
             sys.stderr.write(line.line + "\n")
         end_process(EXIT_SIGTERM)

@@ -122,13 +122,48 @@ def _ip(*args: str, check: bool = True) -> str:
     return result.stdout
 
 
-def _tc(namespace: str, *args: str, check: bool = True) -> None:
-    """Run ``tc`` in the named ``namespace`` (always one of ours: never the host's)."""
+def _tc(namespace: str, *args: str, check: bool = True) -> str:
+    """Run ``tc`` in the named ``namespace`` (always one of ours: never the host's); its stdout."""
     result = subprocess.run(["tc", "-n", namespace, *args], capture_output=True, text=True)
     if check and result.returncode != 0:
         raise EmulationError(
             f"`tc -n {namespace} {' '.join(args)}` failed: {result.stderr.strip()}"
         )
+    return result.stdout
+
+
+def format_rate(bits_per_s: float) -> str:
+    """A rate in ``tc`` notation: ``1kbit``, ``2.5gbit``."""
+    for unit, scale in (("tbit", 1e12), ("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if bits_per_s >= scale:
+            return f"{bits_per_s / scale:g}{unit}"
+    return f"{bits_per_s:g}bit"
+
+
+def _end_faults(namespace: str, device: str, rate_bits: float | None) -> list[str]:
+    """How one end of a link differs from what the cluster made: down, or queued differently
+    (another rate, ``netem``); ``[]`` when it is as made (or cannot be read)."""
+    try:
+        (link,) = json.loads(_ip("-j", "-n", namespace, "link", "show", "dev", device))
+        qdiscs = json.loads(_tc(namespace, "-j", "qdisc", "show", "dev", device) or "[]")
+    except (EmulationError, ValueError):
+        return []
+    faults = []
+    if "UP" not in link.get("flags", []):
+        faults.append("down")
+    elif link.get("operstate") not in ("UP", "UNKNOWN"):
+        faults.append("without carrier")
+    root = next((q for q in qdiscs if q.get("root")), {})
+    kind, options = root.get("kind"), root.get("options", {})
+    if kind == "tbf":
+        rate = float(options.get("rate", 0)) * 8  # tc's JSON gives bytes per second
+        if rate_bits is None or abs(rate - rate_bits) > 0.01 * rate_bits:
+            faults.append(f"shaped to {format_rate(rate)}")
+    elif kind == "netem":
+        faults.append("netem " + " ".join(f"{k} {v}" for k, v in options.items()))
+    elif rate_bits is not None:
+        faults.append(f"unshaped ({kind})")
+    return faults
 
 
 def _set_rate(namespace: str, device: str, rate_bits: float | None, burst: int | None) -> None:
@@ -493,12 +528,16 @@ class EmulatedCluster:
         with gloo (and NCCL) bound to the node's interface, and ``LGD_EMULATED_NODE`` (this
         node), ``LGD_EMULATED_NODES`` (the count), ``LGD_EMULATED_NAMESPACE`` and
         ``LGD_EMULATED_SWITCH`` (the node's and the switch's namespaces, for
-        :func:`shape_own_link`)."""
+        :func:`shape_own_link`). torch's C++ log level is ``ERROR`` unless ``base`` sets
+        ``TORCH_CPP_LOG_LEVEL``: c10d's store warns on every connection that it cannot name the
+        client's host (``[c10d] The hostname of the client socket cannot be retrieved``; a
+        namespace resolves no names), which is all that level printed on the emulated nodes."""
         env = {
             k: v
             for k, v in (os.environ if base is None else base).items()
             if k not in _LAUNCHER_VARIABLES and not k.startswith(_LAUNCHER_PREFIXES)
         }
+        env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
         env.update(
             GLOO_SOCKET_IFNAME=INTERFACE,
             NCCL_SOCKET_IFNAME=INTERFACE,
@@ -509,6 +548,29 @@ class EmulatedCluster:
             LGD_EMULATED_SWITCH=self.switch,
         )
         return env
+
+    def link_faults(self) -> dict[int, str]:
+        """Nodes whose link is not as the cluster made it (down, or shaped or queued
+        differently at either end), each with what differs, e.g. ``{1: "down at the switch's
+        end"}`` or ``{1: "shaped to 1kbit at both ends"}``; ``{}`` when every link is as made.
+        A rate changed by :meth:`set_bandwidth` is as made; one changed by
+        :func:`shape_own_link` is not."""
+        faults = {}
+        for i, namespace in enumerate(self.namespaces):
+            ends = {
+                "the node's end": _end_faults(namespace, INTERFACE, self.rate_bits),
+                "the switch's end": _end_faults(self.switch, f"p{i}", self.rate_bits),
+            }
+            phrases: dict[str, list[str]] = {}
+            for end, found in ends.items():
+                for phrase in found:
+                    phrases.setdefault(phrase, []).append(end)
+            if phrases:
+                faults[i] = ", ".join(
+                    f"{phrase} at {'both ends' if len(where) == 2 else where[0]}"
+                    for phrase, where in phrases.items()
+                )
+        return faults
 
     def link_bytes(self) -> list[dict[str, int]]:
         """Per node, bytes its link carried so far: ``{"tx_bytes", "rx_bytes"}`` (the veth
@@ -552,13 +614,15 @@ def run_nodes(
     out: IO[str] | None = None,
     grace_s: float = 10.0,
     log: Callable[[str], None] | None = None,
+    stop_early: Callable[[], bool] | None = None,
 ) -> list[int]:
     """Run ``commands[i]`` inside node ``i`` (prefix it with :meth:`EmulatedCluster.exec_prefix`
     yourself); stream each node's stdout and stderr to ``out`` line by line, each line prefixed
     with ``[node i]`` and a space; return every node's exit code (``128 + N`` for signal ``N``).
 
     When a node fails (non-zero exit) the others get ``grace_s`` seconds to end by themselves
-    (they usually fail fast when a peer is gone), then ``SIGTERM`` and 5 s later ``SIGKILL``. On
+    (they usually fail fast when a peer is gone), then ``SIGTERM`` and 5 s later ``SIGKILL``
+    (said in one line: what failed is for the caller to tell). On
     ``KeyboardInterrupt`` (or any exception) every node is ended the same way before it
     propagates. The namespaces stay: the cluster removes them.
 
@@ -569,6 +633,9 @@ def run_nodes(
         out: where the prefixed lines go. (default: ``sys.stdout``)
         grace_s: seconds the other nodes get after one failed.
         log: where the runner's own messages go. (default: ``out``, each line prefixed ``[emulate]``)
+        stop_early: asked once, when the first node fails: ``True`` stops the others at once
+            instead of after ``grace_s`` (their peers are unreachable: a cut link), silently
+            (the caller tells why).
     """
     if len(commands) != cluster.nodes:
         raise ValueError(f"{len(commands)} commands for {cluster.nodes} nodes: give one per node")
@@ -602,18 +669,20 @@ def run_nodes(
             )
             thread.start()
             threads.append(thread)
-        failed_at = None
+        failed_at = first = None
         while any(p.poll() is None for p in procs):
             codes = [p.poll() for p in procs]
             if failed_at is None and any(c not in (None, 0) for c in codes):
-                failed_at = time.monotonic()
+                failed_at = time.monotonic()  # the others usually end by themselves meanwhile
                 first = next(i for i, c in enumerate(codes) if c not in (None, 0))
-                say(
-                    f"node {first} exited with code {exit_code(codes[first])}; the other nodes "
-                    f"get {grace_s:g} s to end"
-                )
+                if stop_early is not None and stop_early():
+                    _stop(procs)
+                    break
             if failed_at is not None and time.monotonic() - failed_at > grace_s:
-                say("stopping the remaining nodes")
+                say(
+                    f"node {first} exited with code {exit_code(procs[first].returncode)} "
+                    f"{grace_s:g} s ago; stopping the remaining nodes"
+                )
                 _stop(procs)
             time.sleep(0.05)
     finally:

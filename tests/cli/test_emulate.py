@@ -8,16 +8,20 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
 
 from lightning_gnn_dist.cli import main
-from lightning_gnn_dist.cli.emulate import _with_cluster_shape, node_command
+from lightning_gnn_dist.cli.emulate import _failure, _with_cluster_shape, node_command
+from lightning_gnn_dist.cli.torchrun import _report_killed_ranks
+from lightning_gnn_dist.lightning.reports import TERMINATED, FailureReport
 from lightning_gnn_dist.testing import cluster as cluster_module
 from lightning_gnn_dist.testing.cluster import (
     PREFIX,
@@ -120,6 +124,114 @@ def test_lightning_cli_trains_across_emulated_nodes(tmp_path, nproc_per_node):
     assert _namespaces_of(proc.pid) == []
 
 
+def _wait_for(path: Path, proc: subprocess.Popen, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not path.exists():
+        proc.kill()
+        raise AssertionError(f"{path.name} never appeared: {proc.communicate()[0][-4000:]}")
+
+
+COLLECTIVE_TIMEOUT = 10  # seconds: GNNStrategy(timeout=...) of the run whose link is cut
+
+
+@needs_namespaces
+@pytest.mark.slow
+def test_a_cut_link_is_told_in_one_line_naming_the_link_and_the_timeout(tmp_path):
+    """Issue 29, item 8: node 1's link cut mid-epoch (its switch port down). Each rank used to
+    say it "stopped after a peer failed" (no peer failed), torchrun added a ChildFailedError
+    traceback per node, and c10d a hostname warning per rendezvous. Now one line names the link
+    and the timeout, and the run ends non-zero within the timeout and a few seconds."""
+    strategy = {"class_path": "lightning_gnn_dist.GNNStrategy"}
+    strategy["init_args"] = {"timeout": COLLECTIVE_TIMEOUT}
+    args = ["--nodes=2", "--cpus-per-node=1", "--", "fit", "--config", str(CONFIG)]
+    args += ["--trainer.max_epochs", "100000", "--trainer.enable_progress_bar", "false"]
+    args += ["--trainer.strategy", json.dumps(strategy), "--data.method", "random"]
+    args += ["--test_after_fit", "false"]
+    proc = _launch(args, tmp_path)
+    # Training runs once the first epoch's checkpoint is written (the config's ModelCheckpoint).
+    _wait_for(tmp_path / "checkpoints" / "gcn_digits" / "last.ckpt", proc, 240)
+    (switch,) = [name for name in _namespaces_of(proc.pid) if name.endswith("-sw")]
+    subprocess.run(["ip", "-n", switch, "link", "set", "p1", "down"], check=True)
+    cut = time.monotonic()
+    out, _ = proc.communicate(timeout=COLLECTIVE_TIMEOUT + 10 + 120)  # a hang guard only
+    ended = time.monotonic() - cut
+    assert proc.returncode != 0, out[-4000:]
+    for noise in ("Traceback", "ChildFailedError", "stopped after a peer failed", "hostname"):
+        assert noise not in out, out[-4000:]
+    told = [
+        line for line in out.splitlines() if re.search("timed out|stopped answering", line, re.I)
+    ]
+    assert len(told) == 1, out[-4000:]
+    assert told[0].startswith("[emulate] node 1's link stopped answering (")
+    assert "down at the switch's end" in told[0]
+    assert f"the collective timed out after {COLLECTIVE_TIMEOUT} s on rank" in told[0]
+    print(f"ended {ended:.1f} s after the cut (timeout {COLLECTIVE_TIMEOUT} s)")
+    assert _namespaces_of(proc.pid) == []
+
+
+def _report(rank, summary, peer=False, at=0.0, timeout=None, trace=""):
+    return FailureReport(rank, summary, trace, peer, at, timeout)
+
+
+_TIMEOUT = "RuntimeError: [gloo] Timed out waiting 10000ms for recv operation to complete"
+
+
+@pytest.mark.parametrize(
+    "reports, faults, line, traceback",
+    [
+        # a rank's own error wins over the symptoms, and over emulate's own SIGTERM
+        (
+            [
+                _report(0, "RuntimeError: Connection closed by peer", peer=True, at=2),
+                _report(1, "ValueError: bad", at=3, trace="Traceback ...\nValueError: bad\n"),
+                _report(0, TERMINATED, at=1),
+            ],
+            {1: "down at the switch's end"},
+            "rank 1 failed: ValueError: bad",
+            "Traceback ...\nValueError: bad\n",
+        ),
+        (
+            [_report(1, _TIMEOUT, True, 1, 10.0), _report(0, _TIMEOUT, True, 2, 10.0)],
+            {1: "shaped to 1kbit at both ends"},
+            "node 1's link stopped answering (shaped to 1kbit at both ends): the collective "
+            "timed out after 10 s on ranks 0 and 1",
+            "",
+        ),
+        (
+            [_report(0, _TIMEOUT, True, 1, 30.0)],
+            {},
+            "the collective timed out after 30 s on rank 0; every link is as the cluster made "
+            "it: a rank stopped answering (stopped, or too slow for the timeout)",
+            "",
+        ),
+        (
+            [],
+            {0: "down at the node's end"},
+            "node 0's link stopped answering (down at the node's end)",
+            "",
+        ),
+        ([_report(1, "killed by SIGKILL", at=1)], {}, "rank 1 failed: killed by SIGKILL", ""),
+        ([_report(0, TERMINATED, at=1)], {}, f"rank 0 failed: {TERMINATED}", ""),
+        ([], {}, "", ""),
+    ],
+)
+def test_what_ended_a_run_is_one_line(reports, faults, line, traceback):
+    assert _failure(reports, faults) == (line, traceback)
+
+
+def test_killed_ranks_get_a_report_from_their_node(tmp_path):
+    """torchrun's failures: a rank ended by a signal could not write a report; one that
+    exited with a code wrote its own (it is kept)."""
+    failure = types.SimpleNamespace
+    _report(1, "ValueError: bad", at=1).write(tmp_path)
+    failures = {0: failure(exitcode=-9, timestamp=5), 1: failure(exitcode=1, timestamp=1)}
+    _report_killed_ranks(failures, tmp_path)
+    reports = {r.rank: r.summary for r in FailureReport.read_all(tmp_path)}
+    assert reports == {0: "killed by SIGKILL", 1: "ValueError: bad"}
+
+
 def _node_pids(launcher_pid: int) -> list[int]:
     """The processes running inside a launcher's namespaces."""
     return [
@@ -211,7 +323,7 @@ def test_usage_errors(capsys, args, message):
 def test_node_commands_rendezvous_on_node_zero():
     cluster = EmulatedCluster(3)  # not created: only the names and addresses
     command = node_command(["fit", "--config", "x.yaml"], cluster, 2, 4, "torchrun")
-    assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert command[:3] == [sys.executable, "-m", "lightning_gnn_dist.cli.torchrun"]
     for option in ("--nnodes=3", "--nproc-per-node=4", "--node-rank=2", "--master-addr=10.77.0.1"):
         assert option in command
     assert command[-5:] == ["-m", "lightning_gnn_dist", "fit", "--config", "x.yaml"]

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -167,6 +168,47 @@ def test_a_node_that_fails_ends_the_others_after_the_grace_period():
         codes = run_nodes(cluster, commands, out=out, grace_s=0.2)
     assert codes == [128 + 15, 1]  # node 0 ended by SIGTERM
     assert "node 1 exited with code 1" in out.getvalue()
+
+
+@needs_namespaces
+def test_stop_early_ends_the_others_at_once_without_a_word():
+    out = io.StringIO()
+    with EmulatedCluster(2) as cluster:
+        commands = [cluster.exec_prefix(0) + ["sleep", "60"], cluster.exec_prefix(1) + ["false"]]
+        start = time.monotonic()
+        codes = run_nodes(cluster, commands, out=out, grace_s=60, stop_early=lambda: True)
+    assert codes == [128 + 15, 1] and time.monotonic() - start < 30  # not the grace period
+    assert out.getvalue() == ""
+
+
+@needs_namespaces
+def test_links_not_as_made_are_named():
+    """Issue 29, item 8: a link that is down, or shaped otherwise than the cluster made it, is
+    named with its end (what emulate says when a run ends by a collective timeout)."""
+    with EmulatedCluster(3, bandwidth="1gbit") as cluster:
+        assert cluster.link_faults() == {}
+        cluster.set_bandwidth("100mbit")  # the cluster's own change: as made
+        assert cluster.link_faults() == {}
+        subprocess.run(["ip", "-n", cluster.switch, "link", "set", "p1", "down"], check=True)
+        for namespace, device in ((cluster.namespaces[2], "eth0"), (cluster.switch, "p2")):
+            subprocess.run(
+                ["tc", "-n", namespace, "qdisc", "replace", "dev", device, "root", "tbf"]
+                + ["rate", "1kbit", "burst", "1600", "latency", "200ms"],
+                check=True,
+            )
+        assert cluster.link_faults() == {
+            1: "without carrier at the node's end, down at the switch's end",
+            2: "shaped to 1kbit at both ends",
+        }
+
+
+def test_nodes_log_torch_errors_only_unless_told_otherwise():
+    """c10d's "hostname of the client socket cannot be retrieved" warning (a namespace resolves
+    no names) is a C++ warning: the nodes run at torch's C++ log level ERROR."""
+    cluster = EmulatedCluster(2)  # not created: the environment only
+    assert cluster.node_environment(0, {})["TORCH_CPP_LOG_LEVEL"] == "ERROR"
+    mine = cluster.node_environment(0, {"TORCH_CPP_LOG_LEVEL": "INFO"})
+    assert mine["TORCH_CPP_LOG_LEVEL"] == "INFO"
 
 
 @needs_namespaces
