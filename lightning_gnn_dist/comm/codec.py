@@ -53,9 +53,11 @@ row headers).
 
 from __future__ import annotations
 
+import difflib
+import math
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -73,6 +75,8 @@ CONTROL_LAYER = "codec"
 """Counter layer of the adaptive codec's per-epoch agreement (direction ``"control"``)."""
 DEFAULT_TOLERANCE = 0.01
 """Default relative variance ``E‖Q(x) − x‖² / ‖x‖²`` that ``"adaptive"`` accepts from int4."""
+FETCH_LAYER = "features"
+"""Layer name of the neighbour loader's remote feature fetch (direction ``"forward"``)."""
 
 
 class Codec(ABC):
@@ -433,9 +437,56 @@ def parse_codec_spec(spec: Any) -> dict[str, dict[str, str]]:
             "{'forward': ..., 'backward': ...} or {layer: name or {'forward': ..., 'backward': "
             "...}, '*': default}"
         )
+    for layer in spec:
+        _check_layer_key(layer)
     table = {str(layer): _per_direction(v, f"codec[{layer!r}]") for layer, v in spec.items()}
     table.setdefault("*", dict.fromkeys(DIRECTIONS, "fp32"))
+    if ADAPTIVE in table.get(FETCH_LAYER, {}).values():
+        raise ValueError(
+            f"codec[{FETCH_LAYER!r}]='adaptive': the neighbour loader's feature fetch needs a "
+            "fixed codec (adaptive re-chooses per epoch with every rank's agreement, which the "
+            "fetch does not have); give it fp32, fp16, bf16, int8 or int4"
+        )
     return table
+
+
+def _check_layer_key(layer: Any) -> None:
+    """Refuse a layer key that cannot be a layer name: not a string, or a direction misspelt
+    (``"Forward"``, ``"forwrd"``: read as a layer name it would match no layer)."""
+    if not isinstance(layer, str) or not layer:
+        raise ValueError(
+            f"codec: layer key {layer!r} is not a layer name; keys are the distributed layers' "
+            f"names (e.g. 'convs.0'), {FETCH_LAYER!r} (the neighbour fetch) or '*' (the rest)"
+        )
+    close = difflib.get_close_matches(layer.lower(), DIRECTIONS, n=1, cutoff=0.75)
+    if close:
+        raise ValueError(
+            f"codec: key {layer!r} looks like a misspelt direction; did you mean {close[0]!r}? (directions"
+            " are 'forward' and 'backward', lower case; other keys are layer names)"
+        )
+
+
+def unmatched_codec_layers(policy: CodecPolicy, layer_names: Sequence[str]) -> list[str]:
+    """The layer keys of ``policy``'s spec (besides ``"*"`` and the fetch's) that name none of
+    ``layer_names`` (a model's message-passing layers' qualified names), with
+    :meth:`CodecPolicy.lookup`'s matching: the name itself or its tail after a dot."""
+    return sorted(
+        key
+        for key in policy.table
+        if key not in ("*", FETCH_LAYER)
+        and not any(name == key or name.endswith("." + key) for name in layer_names)
+    )
+
+
+def check_fetch_codec(policy: CodecPolicy) -> None:
+    """Refuse a policy whose neighbour-fetch codec is ``"adaptive"`` (e.g. ``"adaptive"`` for
+    everything, with ``loader="neighbor"``)."""
+    if policy.lookup(FETCH_LAYER, "forward") == ADAPTIVE:
+        raise ValueError(
+            "codec='adaptive' needs every rank's agreement per epoch, which the neighbour "
+            "loader's feature fetch does not have; give the fetch a fixed codec, e.g. "
+            f"codec={{{FETCH_LAYER!r}: 'int8', '*': 'adaptive'}}"
+        )
 
 
 class CodecPolicy:
@@ -460,8 +511,11 @@ class CodecPolicy:
     def __init__(
         self, codec: Any = "fp32", seed: int | None = None, tolerance: float = DEFAULT_TOLERANCE
     ) -> None:
-        if not (isinstance(tolerance, int | float) and tolerance >= 0):
-            raise ValueError(f"tolerance must be a relative variance >= 0 (got {tolerance!r})")
+        valid = isinstance(tolerance, int | float) and not isinstance(tolerance, bool)
+        if not (valid and math.isfinite(tolerance) and tolerance >= 0):
+            raise ValueError(
+                f"tolerance must be a finite relative variance >= 0 (got {tolerance!r})"
+            )
         self.spec = codec
         self.table = parse_codec_spec(codec)
         self.seed, self.tolerance = seed, float(tolerance)

@@ -27,7 +27,9 @@ def calibrate(
     backward, on a random graph of ``num_rows`` rows and ``nnz_per_row`` non-zeros per row:
     the CSR product of :func:`lightning_gnn_dist.nn.spmm.spmm` at each layer's aggregated
     width, each layer's ``Linear``, and bias + ReLU + dropout on its output; each cost is the
-    summed time over the layers divided by the summed units. Takes about a second.
+    summed time over the layers divided by the summed units. Takes about a second. Draws from
+    its own generator (``seed``) and leaves the global random state as it found it, so a run
+    that calibrates trains as one that does not.
 
     Args:
         dims: layer widths ``[d_0, ..., d_L]``.
@@ -60,16 +62,23 @@ def calibrate(
         h = torch.randn(num_rows, width, generator=generator, requires_grad=True)
         agg += timed(lambda h=h: spmm(matrix, h).sum().backward())
         agg_units += nnz * width
-        linear = torch.nn.Linear(layer.d_in, layer.d_out, bias=False)
+        # skip_init: torch.nn.Linear's own initialisation would draw from the global generator
+        linear = torch.nn.utils.skip_init(torch.nn.Linear, layer.d_in, layer.d_out, bias=False)
+        with torch.no_grad():
+            linear.weight.copy_(
+                torch.randn(layer.d_out, layer.d_in, generator=generator) / layer.d_in**0.5
+            )
         x = torch.randn(num_rows, layer.d_in, generator=generator, requires_grad=True)
         dense += timed(lambda x=x, linear=linear: linear(x).sum().backward())
         dense_units += num_rows * layer.d_in * layer.d_out
         y = torch.randn(num_rows, layer.d_out, generator=generator, requires_grad=True)
         bias = torch.zeros(layer.d_out, requires_grad=True)
-        elementwise += timed(
-            lambda y=y, bias=bias: (
-                dropout(torch.relu(y + bias), 0.5, training=True).sum().backward()
+        # the model's dropout draws from the global generator (as in training): fork it
+        with torch.random.fork_rng(devices=[]):
+            elementwise += timed(
+                lambda y=y, bias=bias: (
+                    dropout(torch.relu(y + bias), 0.5, training=True).sum().backward()
+                )
             )
-        )
         elementwise_units += num_rows * layer.d_out
     return ComputeCosts(agg / agg_units, dense / dense_units, elementwise / elementwise_units)

@@ -32,15 +32,18 @@ while training.
 from __future__ import annotations
 
 import io
+import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from lightning_gnn_dist.comm.codec import CODEC_NAMES
+from lightning_gnn_dist.comm.rdm import check_order_option
 from lightning_gnn_dist.costmodel.epoch import predict_epoch, rdm_pick
 from lightning_gnn_dist.costmodel.network import NETWORKS, Network, TwoLevelNetwork
 from lightning_gnn_dist.partition.metrics import FLOAT32_BYTES, PartitionMetrics
@@ -66,18 +69,6 @@ LOSSY_CODECS = ("bf16", "int8")
 (``rdm`` refuses them)."""
 CACHED_STALENESS_BOUND = 1.0
 """The ``cached`` candidate's epoch-fixed bound: a halo row is re-sent every other epoch."""
-PLAN_OPTIONS = (
-    "widths",
-    "network",
-    "allow_stale",
-    "methods",
-    "exchanges",
-    "costs",
-    "cores",
-    "top_k",
-    "timed_steps",
-)
-"""Keys of ``GraphPartitionDataModule(plan_options=...)`` (see :func:`check_plan_options`)."""
 PLAN_FORMAT = 1
 
 
@@ -205,10 +196,10 @@ class Plan:
         return Topology(int(placed["num_nodes"]), int(placed["ranks_per_node"]))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable (``plan.json``)."""
+        """JSON-serialisable (``plan.json``). The pick is stored once, as ``pick`` (what runs:
+        edit it to run another of the ``rows``' candidates); the row it is follows from it."""
         return {
             "format": PLAN_FORMAT,
-            "chosen": self.chosen,
             "pick": asdict(self.pick),
             "reason": self.reason,
             "settings": self.settings,
@@ -217,23 +208,50 @@ class Plan:
 
     @classmethod
     def from_dict(cls, content: Mapping[str, Any]) -> Plan:
-        """Inverse of :meth:`to_dict`.
+        """Inverse of :meth:`to_dict`, validated: ``pick`` decides what runs and must be one of
+        the ``rows``' candidates (fields left out take :class:`Candidate`'s defaults; an ``rdm``
+        pick without ``rdm_order`` takes its row's). A ``chosen`` row index (written by earlier
+        versions) must be the pick's row. A pick edited by hand keeps the planner's reason
+        after a note saying so.
 
         Raises:
-            ValueError: not a plan of this format.
+            ValueError: not a plan of this format, a field of the wrong type or value (named,
+                e.g. ``rows[2].candidate.exchange``), or a ``pick`` that is none of the rows.
         """
-        try:
-            if content["format"] != PLAN_FORMAT:
-                raise ValueError(
-                    f"plan format {content['format']}, this version reads {PLAN_FORMAT}"
-                )
-            rows = tuple(
-                PlanRow(**{**row, "candidate": Candidate(**row["candidate"])})
-                for row in content["rows"]
+        if not isinstance(content, Mapping):
+            raise ValueError(f"a plan is a JSON object (got {type(content).__name__})")
+        missing = [k for k in ("format", "pick", "reason", "settings", "rows") if k not in content]
+        if missing:
+            raise ValueError(f"not a stored plan: no field {missing[0]!r}")
+        if content["format"] != PLAN_FORMAT:
+            raise ValueError(f"plan format {content['format']!r}, this version reads {PLAN_FORMAT}")
+        if not isinstance(content["rows"], list) or not content["rows"]:
+            raise ValueError("field 'rows' must be a non-empty list of the candidates' predictions")
+        if not isinstance(content["settings"], Mapping):
+            raise ValueError("field 'settings' must be an object")
+        rows = tuple(_stored_row(row, f"rows[{i}]") for i, row in enumerate(content["rows"]))
+        pick = _stored_candidate(content["pick"], "pick", partial=True)
+        matches = [i for i, row in enumerate(rows) if _names_candidate(pick, row.candidate)]
+        if not matches:
+            names = ", ".join(row.candidate.name for row in rows)
+            raise ValueError(
+                f"field 'pick' ({_describe(content['pick'])}) is none of the plan's candidates; "
+                f"set it to one of the rows' candidates ({names})"
             )
-            return cls(rows, int(content["chosen"]), str(content["reason"]), content["settings"])
-        except (KeyError, TypeError) as error:
-            raise ValueError(f"not a stored plan ({type(error).__name__}: {error})") from None
+        chosen = matches[0]
+        if "chosen" in content and content["chosen"] != chosen:
+            raise ValueError(
+                f"field 'chosen'={content['chosen']!r} is not the row of field 'pick' "
+                f"({rows[chosen].candidate.name}, row {chosen}): 'pick' decides what runs; "
+                "delete 'chosen'"
+            )
+        reason = content["reason"]
+        if not isinstance(reason, str):
+            raise ValueError(f"field 'reason' must be a string (got {reason!r})")
+        name = rows[chosen].candidate.name
+        if not reason.startswith(f"{name}:"):
+            reason = f"{name}: picked in the plan file (the planner's reason: {reason})"
+        return cls(rows, chosen, reason, dict(content["settings"]))
 
     def table(self, title: str | None = None):
         """A rich ``Table``: one row per candidate, the pick marked ``◀``."""
@@ -283,63 +301,100 @@ class Plan:
         return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
 
 
-def check_plan_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Validate ``plan_options`` (a copy is returned).
+_CANDIDATE_FIELDS = ("method", "exchange", "codec", "rdm_order", "placement")
 
-    Keys: ``widths`` (required: the GCN's ``[d_0, ..., d_L]``), ``network`` (a preset name, a
-    :class:`Network`, its dictionary, or a path to ``probe --json`` output; default
-    ``"loopback"``; on several nodes also a :class:`TwoLevelNetwork` or its dictionary, see
-    :func:`resolve_network`), ``allow_stale`` (default ``False``), ``methods`` (default
-    :data:`AUTO_METHODS`), ``exchanges`` (default: every mode that applies), ``costs`` (a
-    :class:`ComputeCosts` or its dictionary; default: :func:`calibrate` now), ``cores`` (cores the
-    ranks share on one machine; default: one per rank), ``top_k`` (time the best ``top_k``
-    predictions for ``timed_steps`` steps on every rank in ``setup`` and keep the fastest, see
-    :mod:`.timing`; default ``3``; ``0``: the model decides alone) and ``timed_steps`` (default
-    ``3``).
 
-    Raises:
-        ValueError: an unknown key (the valid ones are listed), no ``widths``, or a bad value.
-    """
-    options = dict(options or {})
-    unknown = sorted(set(options) - set(PLAN_OPTIONS))
-    if unknown:
-        raise ValueError(f"unknown plan option(s) {unknown}; valid: {', '.join(PLAN_OPTIONS)}")
-    if "widths" not in options:
+def _describe(value: Any) -> str:
+    return json.dumps(value, sort_keys=True) if isinstance(value, Mapping) else repr(value)
+
+
+def _stored_candidate(content: Any, where: str, partial: bool = False) -> Candidate:
+    """A stored :class:`Candidate`, validated field by field (``where`` names it in errors).
+    With ``partial`` an ``rdm`` candidate may leave out its ``rdm_order``."""
+    if not isinstance(content, Mapping):
         raise ValueError(
-            "method='auto' needs the model's layer widths to predict epochs: "
-            "plan_options={'widths': [d_0, ..., d_L]} (e.g. [num_features, 16, num_classes])"
+            f"field {where!r} must be an object like {{'method': 'metis', "
+            f"'exchange': 'p2p'}} (got {_describe(content)})"
         )
-    options["widths"] = [int(d) for d in options["widths"]]
-    gcn_layers(options["widths"])  # raises on bad widths
-    options.setdefault("network", "loopback")
-    resolve_network(options["network"])
-    options["allow_stale"] = bool(options.get("allow_stale", False))
-    options["methods"] = list(options.get("methods") or AUTO_METHODS)
-    menu = EXACT_EXCHANGES + STALE_EXCHANGES
-    exchanges = options.get("exchanges")
-    if exchanges is not None:
-        exchanges = [exchanges] if isinstance(exchanges, str) else list(exchanges)
-        bad = [e for e in exchanges if e not in menu + MULTI_NODE_EXCHANGES]
-        if bad or not exchanges:
-            raise ValueError(
-                f"plan exchanges {exchanges}: choose among {', '.join(menu)} (on several nodes "
-                f"also {', '.join(MULTI_NODE_EXCHANGES)})"
-            )
-        stale = [e for e in exchanges if e in STALE_EXCHANGES]
-        if stale and not options["allow_stale"]:
-            raise ValueError(
-                f"exchange {stale[0]!r} trains on stale rows; pass allow_stale=True to let the "
-                "plan trade accuracy for time"
-            )
-        options["exchanges"] = exchanges
-    for key, low in (("top_k", 0), ("timed_steps", 1)):
-        value = options.get(key, 3)
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ValueError(f"plan option {key}={value!r}: give an integer >= {low}")
-        options[key] = value
-    if isinstance(options.get("costs"), Mapping):
-        options["costs"] = ComputeCosts(**options["costs"])
-    return options
+    unknown = sorted(set(content) - set(_CANDIDATE_FIELDS))
+    if unknown:
+        raise ValueError(
+            f"field {where!r}: unknown key {unknown[0]!r}; a candidate has "
+            f"{', '.join(_CANDIDATE_FIELDS)}"
+        )
+    for key in ("method", "exchange"):
+        if not isinstance(content.get(key), str):
+            raise ValueError(f"field '{where}.{key}' must be a string (got {content.get(key)!r})")
+    modes = EXACT_EXCHANGES + MULTI_NODE_EXCHANGES + STALE_EXCHANGES
+    if content["exchange"] not in modes:
+        raise ValueError(
+            f"field '{where}.exchange'={content['exchange']!r}: a plan runs {', '.join(modes)}"
+        )
+    codec = content.get("codec", "fp32")
+    if codec not in CODEC_NAMES:
+        raise ValueError(f"field '{where}.codec'={codec!r}: choose one of {', '.join(CODEC_NAMES)}")
+    placement = content.get("placement", "naive")
+    if placement not in PLACEMENTS:
+        raise ValueError(
+            f"field '{where}.placement'={placement!r}: choose one of {', '.join(PLACEMENTS)}"
+        )
+    order = content.get("rdm_order")
+    if content["exchange"] == "rdm":
+        if order is None and not partial:
+            raise ValueError(f"field '{where}.rdm_order' is missing (an rdm candidate's order)")
+        if order is not None:
+            try:
+                check_order_option(order)
+            except ValueError as error:
+                raise ValueError(f"field '{where}.rdm_order': {error}") from None
+    elif order is not None:
+        raise ValueError(
+            f"field '{where}.rdm_order'={order!r} applies to exchange 'rdm' only; delete it"
+        )
+    return Candidate(content["method"], content["exchange"], codec, order, placement)
+
+
+def _names_candidate(pick: Candidate, candidate: Candidate) -> bool:
+    """``pick`` names ``candidate`` (an ``rdm`` pick without order: whatever order it has)."""
+    if pick.rdm_order is None:
+        candidate = replace(candidate, rdm_order=None)
+    return pick == candidate
+
+
+def _stored_row(content: Any, where: str) -> PlanRow:
+    """A stored :class:`PlanRow`, validated."""
+    if not isinstance(content, Mapping):
+        raise ValueError(f"field {where!r} must be an object (got {_describe(content)})")
+    names = [f.name for f in fields(PlanRow)]
+    unknown = sorted(set(content) - set(names))
+    if unknown:
+        raise ValueError(
+            f"field {where!r}: unknown key {unknown[0]!r}; a row has {', '.join(names)}"
+        )
+    values: dict[str, Any] = {
+        "candidate": _stored_candidate(content.get("candidate"), f"{where}.candidate")
+    }
+    for name in (
+        "epoch_seconds",
+        "compute_seconds",
+        "comm_seconds",
+        "bytes_per_rank",
+        "memory_bytes",
+    ):
+        value = content.get(name)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise ValueError(f"field '{where}.{name}' must be a number (got {value!r})")
+        values[name] = float(value)
+    measured = content.get("measured_seconds")
+    if measured is not None and (
+        not isinstance(measured, int | float) or isinstance(measured, bool)
+    ):
+        raise ValueError(
+            f"field '{where}.measured_seconds' must be a number or null (got {measured!r})"
+        )
+    values["measured_seconds"] = None if measured is None else float(measured)
+    values["partition"] = str(content.get("partition", "given"))
+    return PlanRow(**values)
 
 
 def resolve_network(

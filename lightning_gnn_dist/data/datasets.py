@@ -238,6 +238,53 @@ def _typed_options(
     return options
 
 
+def check_dataset_argument(dataset: Any) -> None:
+    """Refuse, before anything is loaded, a ``dataset`` argument that no data module can
+    train on: not a spec string or a homogeneous ``Data``, or a ``Data`` whose targets are not
+    class labels (cheap: one pass over ``y``, no copy of the graph).
+
+    Raises:
+        DatasetError: (a ``ValueError``) a ``HeteroData`` (not supported yet), another type,
+            or a ``y`` of non-integer values (regression, not supported yet) or of several
+            columns (multi-label or multi-target).
+    """
+    from torch_geometric.data import HeteroData
+
+    if isinstance(dataset, HeteroData):
+        raise DatasetError(
+            "heterogeneous graphs (HeteroData) are not supported yet; pass a homogeneous "
+            "torch_geometric Data (HeteroData.to_homogeneous() merges the types when their "
+            "features have the same width)"
+        )
+    if isinstance(dataset, str):
+        return
+    if not isinstance(dataset, Data):
+        raise DatasetError(
+            f"dataset must be a spec string like 'digits' or a torch_geometric Data (got "
+            f"{type(dataset).__name__})"
+        )
+    source = f"in-memory Data ({getattr(dataset, 'name', None) or 'unnamed'})"
+    y = getattr(dataset, "y", None)
+    if y is None:
+        return
+    if not isinstance(y, torch.Tensor):
+        raise DatasetError(f"{source}: y must be a tensor of class labels (got {type(y).__name__})")
+    if y.dim() == 2 and y.size(1) > 1:
+        raise DatasetError(
+            f"{source}: y has {y.size(1)} columns {tuple(y.shape)}; multi-label and multi-target "
+            "training is not supported yet: give one integer class label per vertex"
+        )
+    if y.is_floating_point():
+        known = y[~torch.isnan(y)]
+        fractional = known[(known != known.round()) | torch.isinf(known)]
+        if fractional.numel():
+            raise DatasetError(
+                f"{source}: y holds non-integer values (e.g. {float(fractional[0]):g}): "
+                "regression targets are not supported yet; give integer class labels (-1 or "
+                "NaN for unlabelled)"
+            )
+
+
 def load_dataset(spec: str | Data, **overrides: Any) -> Data:
     """Load a dataset into the project's canonical form.
 

@@ -86,6 +86,7 @@ class _GNNLightningCLI:
 
     def before_instantiate_classes(self) -> None:
         subcommand = self.subcommand
+        check_strategy_text(self.config[subcommand].get("trainer.strategy"))
         if subcommand in ("validate", "test", "predict") and not self.config[subcommand].get(
             "ckpt_path"
         ):
@@ -115,6 +116,7 @@ class _GNNLightningCLI:
         if check is not None:
             try:
                 check(self.datamodule, world_size)
+                strategy.check_model(self.model)
             except ValueError as err:
                 raise CLIError(one_line(err)) from None
         writer = lightning_classes("callbacks.BasePredictionWriter")
@@ -125,6 +127,35 @@ class _GNNLightningCLI:
                 "--trainer.callbacks+=lightning_gnn_dist.PredictionWriter "
                 "--trainer.callbacks.output_dir=predictions (one predictions-rank<r>.pt per rank)"
             )
+
+
+def check_strategy_text(value: Any) -> None:
+    """Refuse a ``--trainer.strategy`` value the parser kept as text although it names a
+    class: one of its ``init_args`` has a type the parser refused (``{class_path:
+    lightning_gnn_dist.GNNStrategy, init_args: {codec: 8}}``), and Lightning would report "an
+    invalid strategy name". :class:`GNNStrategy` is built from the text so that its own
+    message shows; for other classes the line says which value to check.
+
+    Raises:
+        CLIError: naming the strategy's problem.
+    """
+    if not isinstance(value, str):
+        return
+    parsed = _load_yaml(value)
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("class_path"), str):
+        return
+    class_path, init_args = parsed["class_path"], parsed.get("init_args") or {}
+    strategy_class = GNNStrategy if class_path.rpartition(".")[2] == "GNNStrategy" else None
+    if strategy_class is not None and isinstance(init_args, dict):
+        try:
+            strategy_class(**init_args)
+        except (TypeError, ValueError) as err:
+            raise CLIError(f"trainer.strategy: {one_line(err)}") from None
+    raise CLIError(
+        f"trainer.strategy: {class_path!r} with init_args {init_args!r} could not be read; "
+        f"check each value's type (see `{PROG} fit --help`, and --print_config for the "
+        "strategy's options)"
+    )
 
 
 def one_line(error: BaseException) -> str:

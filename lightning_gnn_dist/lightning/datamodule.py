@@ -6,7 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,6 +84,75 @@ def _check_options(loader: str, eval_loader: str, given: dict[str, Any], method:
             )
 
 
+DEFAULT_METHOD, DEFAULT_SEED, DEFAULT_EPSILON = "hypergraph", 0, 0.03
+"""The partition settings of a module that is given none and no existing ``store``."""
+
+
+def _stored_settings(store: str | Path) -> dict[str, Any] | None:
+    """The settings of the partition store at ``store`` (``None``: no store there yet, or one
+    ``prepare_data`` will report as unreadable)."""
+    if not (Path(store) / "meta.json").is_file():
+        return None
+    try:
+        return dict(PartitionStore.open(store).meta["settings"])
+    except PartitionStoreError:
+        return None
+
+
+def _store_defaults(
+    stored: dict[str, Any] | None,
+    store: str | None,
+    method: str | None,
+    seed: int | None,
+    epsilon: float | None,
+    num_parts: int | None,
+    partition_options: dict[str, Any] | None,
+) -> tuple[str, int, float, dict[str, Any] | None]:
+    """``(method, seed, epsilon, partition_options)``: those given, the rest from the existing
+    store's settings ``stored`` (its partitioner's options too), else the defaults.
+
+    Raises:
+        ValueError: a method, seed, epsilon or number of parts given explicitly that differs
+            from the store's.
+    """
+    if stored is None:
+        return (
+            DEFAULT_METHOD if method is None else method,
+            DEFAULT_SEED if seed is None else seed,
+            DEFAULT_EPSILON if epsilon is None else epsilon,
+            partition_options,
+        )
+    from lightning_gnn_dist.partition.base import partitioner_options
+
+    for name, value in (
+        ("method", method),
+        ("seed", seed),
+        ("epsilon", epsilon),
+        ("num_parts", num_parts),
+    ):
+        if value is not None and name in stored and stored[name] != value:
+            raise ValueError(
+                f"store={store!r} holds a partition made with {name}={stored[name]!r}, not "
+                f"{name}={value!r}: drop {name} (the store's is used), pass force=True to "
+                "partition again, or choose another store"
+            )
+    method = stored.get("method", DEFAULT_METHOD) if method is None else method
+    if partition_options is None and method == stored.get("method"):
+        try:
+            accepted = partitioner_options(method)
+        except ValueError:
+            accepted = []
+        partition_options = {
+            k: v for k, v in stored.items() if k in accepted and k not in ("seed", "epsilon")
+        }
+    return (
+        method,
+        stored.get("seed", DEFAULT_SEED) if seed is None else seed,
+        stored.get("epsilon", DEFAULT_EPSILON) if epsilon is None else epsilon,
+        partition_options or None,
+    )
+
+
 class FullGraphLoader:
     """Yields one batch per epoch: the rank's whole part (not a ``DataLoader``, so Lightning
     neither flattens it nor injects a sampler)."""
@@ -109,22 +180,30 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
 
     Args:
         dataset (str or Data): dataset spec, see :func:`~lightning_gnn_dist.data.load_dataset`,
-            or an in-memory PyG ``Data`` (named by its ``name`` attribute in the store path).
-            (default: ``"digits"``)
-        method (str): partition method (``hypergraph``, ``metis``, ``random``, ...), or
+            or an in-memory PyG ``Data`` with integer class labels ``y`` (named by its ``name``
+            attribute in the store path; without one by its fingerprint, ``graph-<12 hex>``, so
+            two different graphs never share a store). A ``Data`` without masks trains on a
+            seeded random 60/20/20 split (a warning says so). ``HeteroData`` and regression
+            targets are not supported yet (refused here). (default: ``"digits"``)
+        method (str, optional): partition method (``hypergraph``, ``metis``, ``random``, ...), or
             ``"auto"``: rank 0 predicts every candidate plan (partitioner × exchange mode, see
             :mod:`lightning_gnn_dist.costmodel.plan`) in ``prepare_data``, prints the table and
             stores the pick in ``plan.json`` beside the candidates' partition stores; every rank
             and every resumed run then reads that plan (``GNNStrategy(exchange="auto")`` runs
             its exchange). Needs ``plan_options`` with the model's ``widths`` and
-            ``loader="full"``. (default: ``"hypergraph"``)
+            ``loader="full"``. (default: the method of an existing ``store``, else
+            ``"hypergraph"``)
         num_parts (int, optional): parts; must equal the world size. (default: the world size)
         root (str): directory holding partition stores, one folder per dataset, method, parts,
             seed, epsilon and hash of the partitioner's settings. (default: ``"partitions"``)
-        seed (int): partitioner seed. (default: ``0``)
-        epsilon (float): allowed imbalance. (default: ``0.03``)
+        seed (int, optional): partitioner seed. (default: an existing ``store``'s, else ``0``)
+        epsilon (float, optional): allowed imbalance. (default: an existing ``store``'s, else
+            ``0.03``)
         store (str, optional): explicit store directory (overrides ``root``; e.g. one written by
-            ``python -m lightning_gnn_dist partition --out``). (default: ``None``)
+            ``python -m lightning_gnn_dist partition --out``). When it holds a store already
+            (and ``force`` is not set), its settings are used: ``method``, ``seed``,
+            ``epsilon`` and ``partition_options`` need not be repeated, and one given that
+            differs from the store's is refused here. (default: ``None``)
         verify_dataset (bool): when the store already exists, load the dataset on local rank 0
             to check it against the store's fingerprint. Set ``False`` for graphs too large for
             one process that were partitioned offline: then no process ever loads the whole
@@ -172,11 +251,11 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             ``[d_0, ..., d_L]``), ``network`` (preset, ``probe --json`` file or
             :class:`~lightning_gnn_dist.costmodel.Network`; default ``"loopback"``),
             ``allow_stale`` (let ``cached`` and lossy codecs be candidates; default ``False``:
-            exact plans only), ``methods``, ``exchanges``, ``costs``, ``cores``; see
-            :func:`~lightning_gnn_dist.costmodel.plan.check_plan_options`. On several nodes of
-            several ranks each the plan also weighs ``exchange="hierarchical"`` and the
-            placements below (a ``network`` that ``probe`` measured on both levels prices
-            each). (default: ``None``)
+            exact plans only), ``methods``, ``exchanges``, ``costs``, ``cores``; checked here,
+            see :func:`~lightning_gnn_dist.costmodel.plan_options.check_plan_options`. On
+            several nodes of several ranks each the plan also weighs ``exchange="hierarchical"``
+            and the placements below (a ``network`` that ``probe`` measured on both levels
+            prices each). (default: ``None``)
         placement (str): on several nodes (``Trainer(num_nodes > 1)``), which parts share a
             node: ``"naive"`` (part ``p`` on rank ``p`` as partitioned), ``"mapped"`` (the
             parts renumbered so that parts exchanging many rows share a node) or
@@ -196,11 +275,11 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
     def __init__(
         self,
         dataset: str | Data = "digits",
-        method: str = "hypergraph",
+        method: str | None = None,
         num_parts: int | None = None,
         root: str = "partitions",
-        seed: int = 0,
-        epsilon: float = 0.03,
+        seed: int | None = None,
+        epsilon: float | None = None,
         store: str | None = None,
         verify_dataset: bool = True,
         force: bool = False,
@@ -222,9 +301,17 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         placement: str = "naive",
     ) -> None:
         super().__init__()
-        from lightning_gnn_dist.costmodel.plan import check_plan_options
+        from lightning_gnn_dist.costmodel.plan_options import check_plan_options
+        from lightning_gnn_dist.data.datasets import check_dataset_argument
         from lightning_gnn_dist.partition import get_partitioner
 
+        check_dataset_argument(dataset)
+        # An existing store given as `store=` supplies what was not given explicitly.
+        stored = _stored_settings(store) if store is not None and not force else None
+        method, seed, epsilon, partition_options = _store_defaults(
+            stored, store, method, seed, epsilon, num_parts, partition_options
+        )
+        self._stored_parts: int | None = (stored or {}).get("num_parts")
         given = {k: v for k, v in locals().items() if k in _LOADER_OPTIONS}
         _check_options(loader, eval_loader, given, method)
         if loader == "neighbor" and num_neighbors is None:
@@ -309,12 +396,16 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         self.batch: Data | None = None
         self._store: PartitionStore | None = None
         self._subgraph_loader: SubgraphLoader | None = None
+        self._graph_digest: str | None = None  # an unnamed in-memory graph's, hashed once
+        self._split_warned = False
 
     def _parts(self) -> int:
         if self.num_parts is not None:
             return self.num_parts
         if self.trainer is not None:
             return self.trainer.world_size
+        if self._stored_parts is not None:  # an existing store's, without a launch to follow
+            return self._stored_parts
         raise ValueError("num_parts is not set and no Trainer is attached; pass num_parts")
 
     @property
@@ -327,7 +418,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             return self.plan_dir / store_folder(self._read_plan().pick.partition)
         if self.store_dir is not None:
             return Path(self.store_dir)
-        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", self._dataset_name).strip("_")[:80]
+        slug = self._folder_slug
         # The partitioner's full settings (backend, preset, refinement...) pick the folder, so a
         # library whose partitioner changed writes a new store instead of refusing the old one.
         # The store format is part of the digest too: a library that changed the format writes
@@ -381,7 +472,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         seed, epsilon and hash of the plan's settings)."""
         if self.store_dir is not None:
             return Path(self.store_dir)
-        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", self._dataset_name).strip("_")[:80]
+        slug = self._folder_slug
         digest = hashlib.sha256(
             json.dumps(self._plan_settings(), sort_keys=True, default=str).encode()
         ).hexdigest()[:8]
@@ -432,20 +523,24 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
                 self.plan = Plan.from_dict(json.loads(path.read_text()))
             except (ValueError, UnicodeDecodeError) as error:
                 raise PartitionStoreError(
-                    f"{path} is not a readable plan ({error}); delete it or pass force=True"
+                    f"{path}: {error} (or delete the file, or pass force=True, to plan again)"
                 ) from None
         return self.plan
 
     def _prepare_auto(self) -> None:
         """Rank 0 (one process per node): reuse the stored plan, or predict every candidate,
-        print the table and store the pick."""
+        print the table and store the pick. Planning draws no number from the training's random
+        streams: a run that plans trains as one that reuses the plan."""
+        with _rng_untouched():
+            self._plan_or_reuse()
+
+    def _plan_or_reuse(self) -> None:
         import logging
 
         from rich.console import Console
 
         from lightning_gnn_dist.costmodel import calibrate
         from lightning_gnn_dist.costmodel.plan import partition_candidates, plan_from_metrics
-        from lightning_gnn_dist.data.datasets import load_dataset
         from lightning_gnn_dist.partition import get_partitioner
         from lightning_gnn_dist.partition.store import partition_to_store
 
@@ -454,7 +549,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             self.plan = None
             plan = self._read_plan()
             if self.verify_dataset:
-                data = load_dataset(self.dataset)
+                data = self._load_data()
                 partition_to_store(
                     data,
                     get_partitioner(plan.pick.method, seed=self.seed, epsilon=self.epsilon),
@@ -470,7 +565,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             return
         settings = self._plan_settings()
         topology = self._placed_topology()
-        data = load_dataset(self.dataset)
+        data = self._load_data()
         metrics, sources = partition_candidates(
             data,
             self._parts(),
@@ -521,7 +616,9 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             label: PartitionStore.open(self.plan_dir / store_folder(label)).load_part(rank)
             for label in timed_partitions(plan, top_k)
         }
-        plan = _rank_zero_plan(time_top_k(plan, parts, top_k, plan.settings["timed_steps"]))
+        with _rng_untouched():  # the timed steps leave the training stream where it was
+            timed_plan = time_top_k(plan, parts, top_k, plan.settings["timed_steps"])
+        plan = _rank_zero_plan(timed_plan)
         if rank == 0:
             _write_plan(plan, self.plan_dir / PLAN_FILE)
         return plan
@@ -538,8 +635,45 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             return str(getattr(self.dataset, "name", None) or "graph")
         return self.dataset
 
-    def prepare_data(self) -> None:
+    @property
+    def _folder_slug(self) -> str:
+        """The dataset's part of a store folder's name: its name, or for an in-memory graph
+        without a name ``graph-<12 hex digits of its fingerprint>``, so that two different
+        unnamed graphs never share a folder (the graph is hashed once per module)."""
+        name = getattr(self.dataset, "name", None) if isinstance(self.dataset, Data) else None
+        if isinstance(self.dataset, Data) and not (isinstance(name, str) and name):
+            if self._graph_digest is None:
+                from lightning_gnn_dist.data.graph import graph_fingerprint
+
+                self._graph_digest = graph_fingerprint(self.dataset)[:12]
+            return f"graph-{self._graph_digest}"
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", self._dataset_name).strip("_")[:80]
+
+    def _load_data(self) -> Data:
+        """The dataset in canonical form; for an in-memory graph without masks, rank 0 says
+        once which split it trains on (a seeded random 60/20/20 one)."""
         from lightning_gnn_dist.data.datasets import load_dataset
+
+        data = load_dataset(self.dataset)
+        masks = ("train_mask", "val_mask", "test_mask")
+        made_up = isinstance(self.dataset, Data) and all(
+            getattr(self.dataset, key, None) is None for key in masks
+        )
+        rank = getattr(self.trainer, "global_rank", 0) if self.trainer is not None else 0
+        if made_up and not self._split_warned and rank == 0:
+            self._split_warned = True
+            train, val, test = (int(data[key].sum()) for key in masks)
+            warnings.warn(
+                f"the in-memory graph {self._dataset_name!r} has no train_mask, val_mask or "
+                f"test_mask: it trains on a seeded random 60/20/20 split ({train} training, "
+                f"{val} validation and {test} test vertices of {data.num_nodes}); set the three "
+                "masks on the Data to choose the split",
+                UserWarning,
+                stacklevel=2,
+            )
+        return data
+
+    def prepare_data(self) -> None:
         from lightning_gnn_dist.partition.store import partition_to_store
 
         if self.method == AUTO:
@@ -552,7 +686,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             PartitionStore.open(self.store_path).verify(full=False)
             return
         topology = self._placed_topology()  # refuses a placement on one node, before loading
-        data = load_dataset(self.dataset)
+        data = self._load_data()
         partition_to_store(
             data,
             self.partitioner,
@@ -715,6 +849,20 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             + (f", placement={self.placement!r}" if self.placement != "naive" else "")
             + (", force=True)" if self.force else ")")
         )
+
+
+@contextmanager
+def _rng_untouched() -> Iterator[None]:
+    """Run the body with this process's random state (torch, CUDA, numpy, ``random``) restored
+    afterwards, so that planning (calibration, partitioning, timed steps) consumes nothing of
+    the stream training draws from."""
+    from lightning_gnn_dist.lightning.resume import rng_state, set_rng_state
+
+    state = rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)
 
 
 def _write_plan(plan: Plan, path: Path) -> None:

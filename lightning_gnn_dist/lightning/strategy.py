@@ -29,9 +29,16 @@ from lightning_gnn_dist.comm.base import (
     make_exchange,
     resolve_exchange_mode,
 )
-from lightning_gnn_dist.comm.codec import ADAPTIVE, DEFAULT_TOLERANCE, CodecPolicy
+from lightning_gnn_dist.comm.codec import (
+    ADAPTIVE,
+    DEFAULT_TOLERANCE,
+    CodecPolicy,
+    check_fetch_codec,
+    unmatched_codec_layers,
+)
 from lightning_gnn_dist.comm.counters import CommCounter
-from lightning_gnn_dist.comm.rdm import check_codec_option
+from lightning_gnn_dist.comm.rdm import ORDER_CHOICES, check_codec_option
+from lightning_gnn_dist.comm.rdm_plan import parse_order
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral, lightning_classes
 from lightning_gnn_dist.lightning.launcher import (
@@ -39,6 +46,7 @@ from lightning_gnn_dist.lightning.launcher import (
     GNNSubprocessLauncher,
     Termination,
 )
+from lightning_gnn_dist.lightning.module import NodeClassifier
 from lightning_gnn_dist.lightning.resume import (
     CHECKPOINT_KEY,
     FORMAT_VERSION,
@@ -49,10 +57,11 @@ from lightning_gnn_dist.lightning.resume import (
 )
 from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
 from lightning_gnn_dist.nn.distribute import distribute
+from lightning_gnn_dist.nn.models import build_model
 from lightning_gnn_dist.nn.sampled import SampledBatchContext
 from lightning_gnn_dist.nn.vertex_cut import check_reductions
 from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
-from lightning_gnn_dist.utils.checks import check_choice, check_keywords
+from lightning_gnn_dist.utils.checks import check_choice, check_keywords, check_number
 
 STAGES = ("train", "validate", "test", "predict")
 AUTO = "auto"
@@ -197,6 +206,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         check_choice("start_method", start_method, ("popen", "spawn", "fork", "forkserver"))
         timeout = _seconds("timeout", timeout)
         self.startup_timeout = _seconds("startup_timeout", startup_timeout)
+        check_number("codec_tolerance", codec_tolerance, 0)
         given = {
             "cache_base": cache_base,
             "staleness": staleness,
@@ -292,6 +302,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 f"partition, but method={datamodule.method!r} makes a {kind} partition; use exchange "
                 f"{' or '.join(repr(m) for m in _modes_of_kind(kind))}, or another method"
             )
+        if loader == "neighbor":
+            check_fetch_codec(self.codec_policy)  # the fetch's codec must be fixed
         if loader in ("neighbor", "subgraph") and self.exchange_mode not in ("p2p", "broadcast"):
             why = (
                 "caches nothing across sampled batches (each has its own plan)"
@@ -314,12 +326,45 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
                 "run; use fewer processes or a vertex partition"
             )
 
+    def check_model(self, model) -> None:
+        """Refuse options that do not fit ``model``'s message-passing layers (before any
+        process starts: the launchers and the command line call it): an ``rdm_order`` string
+        whose length is not twice the number of layers, and a ``codec`` layer name that
+        matches none of them. A model whose layers are made later (``configure_model``) is
+        checked when they are bound.
+
+        Raises:
+            ValueError: naming the option, the model's layers and what to change.
+        """
+        names = _message_passing_layers(model)
+        if not names:
+            return
+        order = self.exchange_options.get("rdm_order")
+        if self.exchange_mode == "rdm" and isinstance(order, str) and order not in ORDER_CHOICES:
+            try:
+                parse_order(order, len(names))
+            except ValueError as error:
+                raise ValueError(
+                    f"rdm_order={order!r} does not fit {type(model).__name__} ({len(names)} "
+                    f"message-passing layers): {error}"
+                ) from None
+        unmatched = unmatched_codec_layers(self.codec_policy, names)
+        if unmatched:
+            raise ValueError(
+                f"codec names layer {unmatched[0]!r}, which {type(model).__name__} does not "
+                f"have; its message-passing layers are {', '.join(names)} (a key matches a "
+                "layer's name or its tail after a dot, e.g. 'convs.0'; 'features' is the "
+                "neighbour fetch and '*' every other layer)"
+            )
+
     def check_launch(self, args: tuple) -> None:
-        """:meth:`check_datamodule` on the datamodule among a ``Trainer`` entry point's
+        """:meth:`check_model` and :meth:`check_datamodule` on a ``Trainer`` entry point's
         arguments, for the world size the launcher is about to start."""
         for arg in args:
             if hasattr(arg, "partition_kind") and hasattr(arg, "loader"):
                 self.check_datamodule(arg, self.num_nodes * self.num_processes)
+            elif isinstance(arg, torch.nn.Module):
+                self.check_model(arg)
 
     # -- setup --------------------------------------------------------------------------------
     def _apply_plan(self, datamodule) -> None:
@@ -673,6 +718,28 @@ def _same(value: Any, default: Any) -> bool:
         return value is default or bool(value == default)
     except Exception:  # noqa: BLE001 (a tensor or another object without a plain ==)
         return False
+
+
+def _message_passing_layers(model: Any) -> list[str]:
+    """Qualified names of ``model``'s message-passing layers, as :func:`distribute` names
+    them; for a :class:`NodeClassifier` that builds its network later (``configure_model``),
+    those of the network its settings describe."""
+    from torch_geometric.nn import MessagePassing
+
+    if not isinstance(model, torch.nn.Module):
+        return []
+    names = [n for n, m in model.named_modules() if isinstance(m, MessagePassing)]
+    if names or not isinstance(model, NodeClassifier) or model.model is not None:
+        return names
+    hp = model.hparams
+    extra = {"heads": hp.heads} if str(hp.model).lower() == "gat" else {}
+    try:
+        network = build_model(
+            hp.model, 1, hp.hidden_channels, 1, num_layers=hp.num_layers, dropout=0.0, **extra
+        )
+    except (TypeError, ValueError):
+        return []  # the module itself reports its settings when it builds
+    return [f"model.{n}" for n, m in network.named_modules() if isinstance(m, MessagePassing)]
 
 
 def _modes_of_kind(kind: str) -> list[str]:

@@ -274,6 +274,16 @@ def exchange(mode: str) -> tuple[str, ...]:
     return (*STRATEGY, "--trainer.strategy.exchange", mode)
 
 
+def plan(option: str) -> tuple[str, ...]:
+    """``method="auto"`` with one plan option set (YAML) besides the widths."""
+    widths = "" if option.startswith("widths") else "widths: [64, 16, 10], "
+    return ("--data.method", "auto", "--data.plan_options", f"{{{widths}{option}}}")
+
+
+RDM = (*exchange("rdm"), "--trainer.strategy.rdm_order")
+CODEC = (*STRATEGY, "--trainer.strategy.codec")
+
+
 LIGHTNING_CASES = {
     # item 14
     "cached-with-neighbor": (*exchange("cached"), *NEIGHBOR, "caches nothing"),
@@ -341,6 +351,37 @@ LIGHTNING_CASES = {
     "test-without-checkpoint": ("@test", "would evaluate an untrained model"),
     "validate-without-checkpoint": ("@validate", "would evaluate an untrained model"),
     "predict-without-writer": ("@predict", "--ckpt_path", "missing.ckpt", "would write nothing"),
+    # issue 29, item 7: accepted, then refused on every rank after launch (or misread)
+    "rdm-order-length": (*RDM, "dsdsdsdsds", "rdm_order='dsdsdsdsds' does not fit NodeClassifier"),
+    "rdm-order-case": (*RDM, "Model", "rdm_order='Model': use 'auto'"),
+    "plan-methods-unknown": (*plan("methods: [nope]"), "unknown partition method 'nope'"),
+    "plan-methods-letters": (*plan("methods: mts"), "unknown partition method 'mts'"),
+    "plan-methods-empty": (*plan("methods: []"), "plan option methods=[]: give a non-empty"),
+    "plan-widths-float": (*plan("widths: [64, 16.5, 10]"), "widths[1] must be an integer"),
+    "plan-widths-string": (*plan("widths: '64,16'"), "plan option widths='64,16'"),
+    "plan-widths-nan": (*plan("widths: [64, .nan, 10]"), "widths[1] must be an integer"),
+    "plan-widths-huge": (*plan("widths: [64, 1000000000000, 10]"), "widths[1] must be an integer"),
+    "plan-cores-zero": (*plan("cores: 0"), "plan option cores must be an integer >= 1"),
+    "plan-cores-negative": (*plan("cores: -4"), "plan option cores must be an integer >= 1"),
+    "plan-allow-stale-word": (*plan("allow_stale: maybe"), "allow_stale must be True or False"),
+    "plan-costs-unknown": (*plan("costs: {spmm: 1.0e-9}"), "plan option costs: unknown key"),
+    "plan-network-number": (*plan("network: 8"), "plan option network=8: give a preset"),
+    "plan-network-list": (*plan("network: [1, 2]"), "plan option network=[1, 2]"),
+    "codec-direction-typo": (*CODEC, "{forwrd: int8}", "key 'forwrd' looks like a misspelt"),
+    "codec-unknown-layer": (*CODEC, "{convs.7: int8}", "codec names layer 'convs.7'"),
+    "codec-adaptive-fetch": (*CODEC, "{features: adaptive}", "codec['features']='adaptive'"),
+    "codec-adaptive-neighbor": (*CODEC, "adaptive", *NEIGHBOR, "feature fetch does not have"),
+    "codec-tolerance-inf": (
+        *STRATEGY,
+        "--trainer.strategy.codec_tolerance",
+        "inf",
+        "codec_tolerance",
+    ),
+    "strategy-mapping-codec-int": (
+        "--trainer.strategy",
+        "{class_path: lightning_gnn_dist.GNNStrategy, init_args: {codec: 8}}",
+        "trainer.strategy: codec must be a name",
+    ),
 }
 
 

@@ -13,7 +13,6 @@ from lightning_gnn_dist.costmodel.plan import (
     NEAR_TIE,
     Candidate,
     Plan,
-    check_plan_options,
     memory_per_rank,
     partition_candidates,
     plan_from_metrics,
@@ -22,6 +21,7 @@ from lightning_gnn_dist.costmodel.plan import (
     store_folder,
     timed_indices,
 )
+from lightning_gnn_dist.costmodel.plan_options import check_plan_options
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.metrics import partition_metrics
 from lightning_gnn_dist.partition.placement import Topology
@@ -152,6 +152,79 @@ def test_plan_options_are_checked(tmp_path):
     assert Candidate("metis", "rdm", rdm_order="dsds").strategy_options()["rdm_order"] == "dsds"
 
 
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [  # issue 29, item 7: each was accepted and failed (or was misread) after launch
+        ({"widths": "64,16"}, r"plan option widths='64,16': give the GCN's layer widths as a list"),
+        ({"widths": [8.5, 4]}, r"widths\[0\] must be an integer in \[1, 16777216\] \(got 8.5\)"),
+        ({"widths": ["8", "4"]}, r"widths\[0\] must be an integer .* \(got '8'\)"),
+        ({"widths": [NAN, 4]}, r"widths\[0\] must be an integer .* \(got nan\)"),
+        ({"widths": [8, 10**12]}, r"widths\[1\] must be an integer .* \(got 1000000000000\)"),
+        ({"methods": []}, r"plan option methods=\[\]: give a non-empty list"),
+        ({"methods": ["nope"]}, r"unknown partition method 'nope'; choose among .*metis"),
+        ({"methods": ["vertex-cut"]}, r"'vertex-cut' makes a vertex-cut partition"),
+        ({"methods": [3]}, r"plan option methods: 3 is not a method name"),
+        ({"methods": ["metis", "metis"]}, r"names a method twice"),
+        ({"cores": 0}, r"plan option cores must be an integer >= 1 \(got 0\)"),
+        ({"cores": -2}, r"plan option cores must be an integer >= 1 \(got -2\)"),
+        ({"allow_stale": "no"}, r"plan option allow_stale must be True or False \(got 'no'\)"),
+        ({"costs": {"aggregate": 1e-9}}, r"plan option costs: unknown key 'aggregate'; valid: "),
+        ({"costs": "fast"}, r"plan option costs='fast': give a ComputeCosts or its dictionary"),
+        (
+            {"costs": {"aggregate_seconds": NAN, "dense_seconds": 1e-9}},
+            r"costs.aggregate_seconds must be a finite number",
+        ),
+        ({"network": 8}, r"plan option network=8: give a preset \(infiniband, loopback\)"),
+        ({"network": [1e9]}, r"plan option network=\[1000000000.0\]: give a preset"),
+        ({"network": {"latency_s": 1e-6}}, r"missing key 'bandwidth_bytes_per_s'"),
+        (
+            {"network": {"bandwidth_bytes_per_s": -1, "latency_s": 0}},
+            r"bandwidths must be positive and finite",
+        ),
+        ({"exchanges": 5}, r"plan option exchanges=5: give a list of exchange modes"),
+    ],
+)
+def test_bad_plan_options_are_named(options, match):
+    with pytest.raises(ValueError, match=match):
+        check_plan_options({"widths": DIMS, **options})
+
+
+def test_one_method_may_be_given_as_a_string():
+    """Issue 29, item 7: ``methods: metis`` was read letter by letter ("unknown partition
+    method 'm'"); like ``exchanges``, one name stands for a list of one."""
+    assert check_plan_options({"widths": DIMS, "methods": "metis"})["methods"] == ["metis"]
+
+
+def test_the_stored_plan_has_one_pick(metrics):
+    """Issue 29, item 6: ``pick`` is what runs (``chosen`` is no longer stored, and an old file's
+    must agree with it); a pick that is none of the rows, or a bad field, is refused by name."""
+    plan = plan_from_metrics(metrics, DIMS, COSTS, SLOW)
+    stored = plan.to_dict()
+    assert "chosen" not in stored and Plan.from_dict(stored).to_dict() == stored
+    assert Plan.from_dict({**stored, "chosen": 0}).chosen == 0  # an earlier version's file
+    last = plan.rows[-1].candidate
+    edited = Plan.from_dict({**stored, "pick": {"method": last.method, "exchange": last.exchange}})
+    assert edited.pick == last and edited.chosen == len(plan.rows) - 1
+    rdm = next(row.candidate for row in plan.rows if row.candidate.exchange == "rdm")
+    picked = Plan.from_dict({**stored, "pick": {"method": rdm.method, "exchange": "rdm"}})
+    assert picked.pick == rdm  # the row's order
+    for content, match in [
+        ({**stored, "chosen": 99}, r"field 'chosen'=99 is not the row of field 'pick'"),
+        ({**stored, "pick": {**stored["pick"], "codec": "int9"}}, r"'pick.codec'='int9'"),
+        ({**stored, "pick": {**stored["pick"], "colour": 1}}, r"field 'pick': unknown key"),
+        (
+            {**stored, "rows": [{**stored["rows"][0], "epoch_seconds": "fast"}]},
+            r"field 'rows\[0\].epoch_seconds' must be a number",
+        ),
+        ({k: v for k, v in stored.items() if k != "pick"}, r"no field 'pick'"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            Plan.from_dict(content)
+
+
 # -- several nodes: the hierarchical exchange and the placements as candidates (issue 23) -------
 
 FAST = Network(bandwidth_bytes_per_s=1e10, latency_s=1e-6)
@@ -263,3 +336,17 @@ def test_a_two_level_network_is_resolved_per_launch(tmp_path):
     one_level.write_text(json.dumps({"levels": {"inter_node": SLOW.to_dict()}}))
     assert resolve_network(str(one_level), two) == SLOW  # serves both levels
     assert resolve_network("loopback", two) == resolve_network("loopback")
+
+
+def test_calibration_leaves_the_global_random_state_alone():
+    """Issue 29, item 6: ``calibrate`` (which ``method="auto"`` runs on rank 0 before training)
+    drew from torch's global generator (the ``Linear`` initialisation, dropout), so a run that
+    planned trained on other random numbers than one that reused the plan."""
+    import torch
+
+    from lightning_gnn_dist.costmodel import calibrate
+
+    torch.manual_seed(7)
+    before = torch.get_rng_state()
+    calibrate([16, 8, 4], num_rows=200, nnz_per_row=3, repeats=1)
+    assert torch.equal(torch.get_rng_state(), before)

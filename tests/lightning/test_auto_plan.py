@@ -205,3 +205,105 @@ def test_on_two_nodes_the_plan_weighs_hierarchical_and_the_placements(tmp_path):
         r.candidate.exchange != "hierarchical" and r.candidate.placement == "naive"
         for r in one.plan.rows
     )
+
+
+# -- issue 29, item 6: the plan file is what runs; planning leaves the training stream alone ----
+
+
+def _planned(tmp_path, **extra):
+    data = random_graph(120, 500, seed=5, features=6, classes=3)
+    dm = GraphPartitionDataModule(
+        data,
+        method="auto",
+        num_parts=2,
+        store=str(tmp_path / "plan"),
+        plan_options=_options(top_k=0, **extra),
+    )
+    dm.trainer = SimpleNamespace(global_rank=0, world_size=2, strategy=None)
+    dm.prepare_data()
+    return data, dm
+
+
+def test_an_edited_pick_is_what_runs(tmp_path):
+    data, dm = _planned(tmp_path)
+    plan_file = tmp_path / "plan" / "plan.json"
+    content = json.loads(plan_file.read_text())
+    other = next(r["candidate"] for r in content["rows"] if r["candidate"] != content["pick"])
+    content["pick"] = {"method": other["method"], "exchange": other["exchange"]}
+    plan_file.write_text(json.dumps(content))
+    again = GraphPartitionDataModule(
+        data, method="auto", num_parts=2, store=str(tmp_path / "plan"), plan_options=_options()
+    )
+    again.trainer = SimpleNamespace(global_rank=1, world_size=2, strategy=None)
+    again.prepare_data()
+    again.setup("fit")
+    pick = again.plan.pick
+    assert (pick.method, pick.exchange) == (other["method"], other["exchange"])
+    assert again.plan.rows[again.plan.chosen].candidate == pick
+    assert again.store_path.name == store_folder(pick.partition)
+    assert again.plan.reason.startswith(f"{pick.name}: picked in the plan file")
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        ({"chosen": 99}, r"field 'chosen'=99 is not the row of field 'pick'"),
+        ({"pick": {"method": "metis", "exchange": "smoke"}}, r"field 'pick.exchange'='smoke'"),
+        ({"pick": {"method": "nope", "exchange": "p2p"}}, r"is none of the plan's candidates"),
+        ({"pick": "metis + p2p"}, r"field 'pick' must be an object"),
+        ({"rows": []}, r"field 'rows' must be a non-empty list"),
+        ({"format": 7}, r"plan format 7, this version reads 1"),
+    ],
+)
+def test_a_plan_file_that_cannot_run_is_refused_naming_the_field(tmp_path, edit, match):
+    data, _ = _planned(tmp_path)
+    plan_file = tmp_path / "plan" / "plan.json"
+    plan_file.write_text(json.dumps({**json.loads(plan_file.read_text()), **edit}))
+    dm = GraphPartitionDataModule(
+        data, method="auto", num_parts=2, store=str(tmp_path / "plan"), plan_options=_options()
+    )
+    dm.trainer = SimpleNamespace(global_rank=0, world_size=2, strategy=None)
+    with pytest.raises(ValueError, match=match) as error:
+        dm.prepare_data()
+    assert str(plan_file) in str(error.value) and "\n" not in str(error.value)
+
+
+class ParameterRecorder(LightningNeutral, lightning_base="Callback"):
+    def __init__(self, path):
+        self.path = path
+
+    def on_train_end(self, trainer, pl_module):
+        if trainer.is_global_zero:
+            flat = [p.detach().flatten().tolist() for p in pl_module.parameters()]
+            self.path.write_text(
+                json.dumps({"params": flat, "plan": trainer.datamodule.plan.pick.name})
+            )
+
+
+def test_a_run_that_plans_trains_as_one_that_reuses_the_plan(tmp_path):
+    """Planning (calibration on rank 0, timed steps on every rank) draws nothing from the
+    training's random streams: with dropout, the first run (plans) and the second (reads
+    plan.json) end with the same parameters."""
+    results = []
+    for run in range(2):
+        pl.seed_everything(0)
+        module = NodeClassifier("gcn", hidden_channels=8, lr=0.05, in_channels=24, num_classes=4)
+        dm = GraphPartitionDataModule(
+            DATASET,
+            method="auto",
+            root=str(tmp_path / "parts"),
+            plan_options={"widths": [24, 8, 4], "methods": ["random"], "exchanges": ["p2p"]},
+        )
+        out = tmp_path / f"run{run}.json"
+        fit_quietly(
+            pl.Trainer,
+            module,
+            dm,
+            strategy=GNNStrategy(exchange="auto", start_method="fork"),
+            devices=2,
+            epochs=3,
+            callbacks=[ParameterRecorder(out)],
+        )
+        results.append(json.loads(out.read_text()))
+    assert results[0]["plan"] == results[1]["plan"] == "random + p2p"
+    assert results[0]["params"] == results[1]["params"]

@@ -8,7 +8,12 @@ import pytorch_lightning as pl
 import yaml
 
 from lightning_gnn_dist.cli import main
-from lightning_gnn_dist.lightning.cli import CLIError, check_option_order, model_namespace
+from lightning_gnn_dist.lightning.cli import (
+    CLIError,
+    check_option_order,
+    check_strategy_text,
+    model_namespace,
+)
 from lightning_gnn_dist.lightning.compat import (
     LIGHTNING_PYTORCH,
     PYTORCH_LIGHTNING,
@@ -136,3 +141,29 @@ def test_an_option_the_config_replaces_is_refused(tmp_path, capsys, argv, refuse
         check_option_order(argv)
     assert main(argv) == 2  # one line, exit 2, before any Trainer exists
     assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "{class_path: lightning_gnn_dist.GNNStrategy, init_args: {codec: 8}}",
+            "trainer.strategy: codec must be a name",
+        ),
+        (
+            "{class_path: GNNStrategy, init_args: {exchange: smoke}}",
+            "trainer.strategy: unknown exchange mode 'smoke'",
+        ),
+        (
+            "{class_path: mypkg.MyStrategy, init_args: {x: [1]}}",
+            "trainer.strategy: 'mypkg.MyStrategy' with init_args {'x': [1]} could not be read",
+        ),
+    ],
+)
+def test_a_strategy_the_parser_kept_as_text_is_explained(text, message):
+    """Issue 29, item 7: a strategy mapping with a value of the wrong type stayed a string,
+    which Lightning reported as "You selected an invalid strategy name"."""
+    with pytest.raises(CLIError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        check_strategy_text(text)
+    for fine in ("gnn_ddp", "ddp", None, "{not_a_class: 1}"):
+        check_strategy_text(fine)

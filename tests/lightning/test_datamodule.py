@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 import pytorch_lightning as pl
 import torch
@@ -32,13 +34,48 @@ def test_parts_must_equal_world_size(tmp_path):
 
 def test_store_made_with_other_settings_is_refused(tmp_path):
     data = random_graph(30, 60, 2, features=2)
-    first = GraphPartitionDataModule(data, method="random", num_parts=1, store=str(tmp_path / "s"))
+    store = str(tmp_path / "s")
+    first = GraphPartitionDataModule(data, method="metis", num_parts=1, store=store)
     first.prepare_data()
-    other = GraphPartitionDataModule(data, method="metis", num_parts=1, store=str(tmp_path / "s"))
-    with pytest.raises(PartitionStoreError, match="method"):
+    # a setting given explicitly that contradicts the store: refused at construction
+    for given, value in [("method", "random"), ("seed", 3), ("epsilon", 0.1), ("num_parts", 2)]:
+        with pytest.raises(ValueError, match=f"made with {given}=.*, not {given}={value!r}"):
+            GraphPartitionDataModule(data, store=store, **{"num_parts": 1, given: value})
+    # options that differ from the store's: refused when the store is opened
+    other = GraphPartitionDataModule(
+        data, num_parts=1, store=store, partition_options={"balance_masks": True}
+    )
+    with pytest.raises(PartitionStoreError, match="balance_masks"):
         other.prepare_data()
-    with pytest.raises(PartitionStoreError, match="method"):
-        other.setup("fit")
+
+
+def test_an_existing_store_supplies_its_settings(tmp_path):
+    """Issue 29, item 11: ``store=`` naming an existing store needs none of its settings
+    repeated (the default method was refused as "made with other settings")."""
+    data = random_graph(30, 60, 2, features=2)
+    store = str(tmp_path / "s")
+    made = GraphPartitionDataModule(
+        data,
+        method="metis",
+        num_parts=1,
+        seed=4,
+        epsilon=0.1,
+        store=store,
+        partition_options={"balance_masks": True},
+    )
+    made.prepare_data()
+    for verify in (True, False):
+        dm = GraphPartitionDataModule(data, store=store, verify_dataset=verify)
+        assert (dm.method, dm.seed, dm.epsilon) == ("metis", 4, 0.1)
+        dm.prepare_data()
+        dm.setup("fit")
+        assert dm.store.meta["settings"] == made.store.meta["settings"]
+    again = GraphPartitionDataModule(data, method="metis", seed=4, num_parts=1, store=store)
+    again.prepare_data()  # the same settings, given explicitly
+    assert GraphPartitionDataModule(data, store=str(tmp_path / "new")).method == "hypergraph"
+    rebuilt = GraphPartitionDataModule(data, method="random", num_parts=1, store=store, force=True)
+    rebuilt.prepare_data()  # force: the given settings, a new store
+    assert rebuilt.store.meta["settings"]["method"] == "random"
 
 
 def test_store_folder_follows_the_partitioner_settings(tmp_path, monkeypatch):
@@ -279,3 +316,174 @@ def test_a_fit_the_strategy_refuses_ends_before_any_process_starts(tmp_path, str
     with pytest.raises(ValueError, match=match):
         trainer.fit(NodeClassifier(in_channels=64, num_classes=10), datamodule=module)
     assert not (tmp_path / "p").exists()
+
+
+# -- issue 29: in-memory graphs, and every option checked at construction ----------------------
+
+
+def test_unnamed_graphs_get_a_store_of_their_own(tmp_path):
+    """Item 10: two different graphs without a ``name`` shared the folder ``graph-...``; the
+    second was refused as "made for another dataset"."""
+    first, second = random_graph(30, 60, 1, features=2), random_graph(30, 60, 2, features=2)
+    folders = []
+    for data in (first, second, first.clone()):
+        dm = GraphPartitionDataModule(data, method="random", num_parts=1, root=str(tmp_path))
+        dm.prepare_data()
+        dm.setup("fit")
+        folders.append(dm.store_path.name)
+    assert folders[0] != folders[1] and folders[0] == folders[2]  # the same graph: its store
+    assert all(name.startswith("graph-") for name in folders)
+
+
+def test_the_unnamed_graph_is_hashed_once(tmp_path, monkeypatch):
+    import lightning_gnn_dist.data.graph as graph
+
+    calls = []
+    fingerprint = graph.graph_fingerprint
+    monkeypatch.setattr(graph, "graph_fingerprint", lambda d: calls.append(1) or fingerprint(d))
+    dm = GraphPartitionDataModule(
+        random_graph(30, 60, 1, features=2), method="random", num_parts=1, root=str(tmp_path)
+    )
+    assert dm.store_path == dm.store_path and repr(dm)
+    assert len(calls) == 1
+
+
+def test_a_graph_without_masks_says_which_split_it_trains_on(tmp_path):
+    """Item 12: a ``Data`` without masks trained on a made-up 60/20/20 split without a word;
+    now rank 0 warns once, with the split's sizes."""
+    from types import SimpleNamespace
+
+    from torch_geometric.data import Data
+
+    full = random_graph(50, 120, 3, features=2)
+    bare = Data(x=full.x, y=full.y, edge_index=full.edge_index)
+    dm = GraphPartitionDataModule(bare, method="random", num_parts=1, root=str(tmp_path))
+    with pytest.warns(UserWarning, match=r"no train_mask.*60/20/20 split \(30 training, 10 "):
+        dm.prepare_data()
+    for step in (
+        dm.prepare_data,
+        lambda: GraphPartitionDataModule(
+            full, method="random", num_parts=1, root=str(tmp_path)
+        ).prepare_data(),
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once per module, and never for a graph with masks
+            step()
+    other_rank = GraphPartitionDataModule(bare, method="random", num_parts=2, root=str(tmp_path))
+    other_rank.trainer = SimpleNamespace(global_rank=1, world_size=2, num_nodes=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # rank 0 only (a node's local rank 0 prepares too)
+        other_rank.prepare_data()
+
+
+def _data(**fields):
+    from torch_geometric.data import Data
+
+    graph = random_graph(20, 40, 0, features=2)
+    return Data(**{"x": graph.x, "edge_index": graph.edge_index, "y": graph.y, **fields})
+
+
+@pytest.mark.parametrize(
+    "dataset, match",
+    [
+        (
+            lambda: _data(y=torch.linspace(0, 1, 20)),
+            r"y holds non-integer values \(e.g. 0.0526316\): regression targets are not "
+            "supported yet",
+        ),
+        (lambda: _data(y=torch.full((20,), float("inf"))), "regression targets are not supported"),
+        (lambda: _data(y=torch.zeros(20, 3)), r"y has 3 columns \(20, 3\); multi-label"),
+        (
+            lambda: __import__("torch_geometric.data", fromlist=["HeteroData"]).HeteroData(),
+            r"heterogeneous graphs \(HeteroData\) are not supported yet",
+        ),
+        (lambda: 5, r"dataset must be a spec string like 'digits' or a torch_geometric Data"),
+    ],
+)
+def test_a_dataset_the_module_cannot_train_on_is_refused_at_construction(tmp_path, dataset, match):
+    """Item 7: these failed in prepare_data on every rank ("a dataset spec is a string like
+    'digits'" for a HeteroData; float targets as "non-integer class labels")."""
+    with pytest.raises(ValueError, match=match):
+        GraphPartitionDataModule(dataset(), method="random", root=str(tmp_path))
+    assert not any(tmp_path.iterdir())
+
+
+def test_integer_valued_float_labels_are_class_labels(tmp_path):
+    dm = GraphPartitionDataModule(
+        _data(
+            y=torch.arange(20.0) % 3,
+            train_mask=torch.ones(20, dtype=torch.bool),
+            val_mask=torch.zeros(20, dtype=torch.bool),
+            test_mask=torch.zeros(20, dtype=torch.bool),
+        ),
+        method="random",
+        num_parts=1,
+        root=str(tmp_path),
+    )
+    dm.prepare_data()
+    dm.setup("fit")
+    assert dm.num_classes == 3
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [  # item 7: accepted, and refused on every rank after launch (or misread)
+        ({"codec": {"forwrd": "int8"}}, r"key 'forwrd' looks like a misspelt direction; did you"),
+        ({"codec": {"Backward": "int8"}}, r"key 'Backward' looks like a misspelt direction"),
+        ({"codec": {0: "int8"}}, r"layer key 0 is not a layer name"),
+        ({"codec": {"features": "adaptive"}}, r"codec\['features'\]='adaptive': the neighbour"),
+        (
+            {"codec": "adaptive", "codec_tolerance": float("inf")},
+            r"codec_tolerance must be a finite",
+        ),
+        ({"codec_tolerance": float("nan")}, r"codec_tolerance must be a finite number >= 0"),
+        ({"codec_tolerance": -1}, r"codec_tolerance must be a finite number >= 0 \(got -1\)"),
+    ],
+)
+def test_strategy_codec_errors_at_construction(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        GNNStrategy(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "strategy, data, match",
+    [  # item 7: what only the model or the loader shows, refused before any process starts
+        (
+            {"exchange": "rdm", "rdm_order": "dsdsdsdsds"},
+            {},
+            r"rdm_order='dsdsdsdsds' does not fit NodeClassifier \(2 message-passing layers\)",
+        ),
+        ({"codec": {"convs.7": "int8"}}, {}, r"codec names layer 'convs.7', which NodeClassifier"),
+        (
+            {"codec": "adaptive"},
+            {"loader": "neighbor", "num_neighbors": [3]},
+            "the neighbour loader's feature fetch does not have",
+        ),
+    ],
+)
+@pytest.mark.parametrize("built", [True, False], ids=["built", "lazy"])
+def test_options_that_do_not_fit_the_model_end_before_launch(
+    tmp_path, strategy, data, match, built
+):
+    trainer = pl.Trainer(
+        strategy=GNNStrategy(start_method="fork", **strategy),
+        accelerator="cpu",
+        devices=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+    )
+    module = GraphPartitionDataModule("digits", method="random", root=str(tmp_path / "p"), **data)
+    model = NodeClassifier(**({"in_channels": 64, "num_classes": 10} if built else {}))
+    with pytest.raises(ValueError, match=match):
+        trainer.fit(model, datamodule=module)
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_right_rdm_order_and_codec_layer_pass_the_model_check():
+    strategy = GNNStrategy(exchange="rdm", rdm_order="DSDS")
+    strategy.check_model(NodeClassifier())
+    strategy.check_model(NodeClassifier(num_layers=2, in_channels=4, num_classes=2))
+    GNNStrategy(codec={"convs.1": "int8", "features": "int4"}).check_model(NodeClassifier())
+    with pytest.raises(ValueError, match="rdm_order='DSDS' does not fit NodeClassifier"):
+        strategy.check_model(NodeClassifier(num_layers=3))
