@@ -47,6 +47,7 @@ from lightning_gnn_dist.lightning.launcher import (
     Termination,
 )
 from lightning_gnn_dist.lightning.module import NodeClassifier
+from lightning_gnn_dist.lightning.registration import GNN_STRATEGIES, strategy_description
 from lightning_gnn_dist.lightning.resume import (
     CHECKPOINT_KEY,
     FORMAT_VERSION,
@@ -66,8 +67,6 @@ from lightning_gnn_dist.utils.checks import check_choice, check_keywords, check_
 STAGES = ("train", "validate", "test", "predict")
 AUTO = "auto"
 log = logging.getLogger(__name__)
-GNN_STRATEGIES = {"gnn_ddp": "popen", "gnn_ddp_spawn": "spawn", "gnn_ddp_fork": "fork"}
-"""Registered strategy names and their start methods."""
 
 
 class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
@@ -644,7 +643,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             strategy_registry.register(
                 name,
                 cls,
-                description=f"partitioned GNN training, halo exchange, start_method '{start_method}'",
+                description=strategy_description(start_method),
                 start_method=start_method,
                 override=True,
             )
