@@ -70,14 +70,16 @@ def test_canonicalize_permutes_every_edge_attribute_with_its_edge():
     data = _multigraph()
     before = {
         (s, d, float(w)): row.tolist()
-        for s, d, w, row in zip(*data.edge_index.tolist(), data.edge_weight, data.edge_attr)
+        for s, d, w, row in zip(
+            *data.edge_index.tolist(), data.edge_weight, data.edge_attr, strict=True
+        )
     }
     out = canonicalize(data)
     src, dst = out.edge_index.tolist()
-    assert sorted(zip(src, dst)) == list(zip(src, dst))
+    assert sorted(zip(src, dst, strict=True)) == list(zip(src, dst, strict=True))
     after = {
         (s, d, float(w)): row.tolist()
-        for s, d, w, row in zip(src, dst, out.edge_weight, out.edge_attr)
+        for s, d, w, row in zip(src, dst, out.edge_weight, out.edge_attr, strict=True)
     }
     assert after == before  # every edge kept its weight and features, parallel ones included
     assert torch.equal(out.pos, data.pos)
