@@ -29,6 +29,7 @@ distributed ``loader="subgraph"`` training uses ``uniform``, which needs no stru
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -213,12 +214,19 @@ def induced_subgraph(edge_index: Tensor, num_nodes: int, batch: Tensor) -> Tenso
 
 
 def check_subgraph_size(size: int | float) -> int | float:
-    """``size`` if it is a vertex count (an ``int`` >= 1) or a fraction of the graph (a
-    ``float`` in ``(0, 1)``); anything else (``0``, ``-5``, ``1.5``, ``1e9``, ``nan``) raises
-    ``ValueError``. Whether a count fits the graph is checked once the graph is known."""
+    """``size`` if it is a fraction of the graph (a ``float`` in ``(0, 1)``), or as an ``int``
+    if it is a vertex count (an integer >= 1, also written as an integral ``float`` such as
+    ``10.0``: a YAML or command-line ``10`` may reach a ``int | float`` argument as either,
+    depending on how the parser orders the union); anything else (``0``, ``-5``, ``1.5``,
+    ``nan``, ``inf``) raises ``ValueError``. Whether a count fits the graph is checked once the
+    graph is known."""
     is_int = isinstance(size, int) and not isinstance(size, bool)
-    if (is_int and size >= 1) or (isinstance(size, float) and 0.0 < size < 1.0):
+    if is_int and size >= 1:
         return size
+    if isinstance(size, float) and 0.0 < size < 1.0:
+        return size
+    if isinstance(size, float) and math.isfinite(size) and size >= 1 and size.is_integer():
+        return int(size)
     raise ValueError(
         f"subgraph_size must be a vertex count (an integer >= 1) or a fraction of the graph in "
         f"(0, 1) (got {size!r})"

@@ -323,7 +323,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         if eval_num_neighbors is not None:
             eval_num_neighbors = check_fanouts("eval_num_neighbors", eval_num_neighbors)
         if subgraph_size is not None:
-            check_subgraph_size(subgraph_size)
+            subgraph_size = check_subgraph_size(subgraph_size)
         if num_parts is not None:
             check_int("num_parts", num_parts, 1)
         self.loader, self.eval_loader = loader, eval_loader

@@ -12,15 +12,10 @@ from __future__ import annotations
 import types
 from typing import Any
 
-#: Registered strategy names → the ``start_method`` each one passes to ``GNNStrategy``.
-GNN_STRATEGIES = {"gnn_ddp": "popen", "gnn_ddp_spawn": "spawn", "gnn_ddp_fork": "fork"}
+from lightning_gnn_dist.lightning.strategy_names import GNN_STRATEGIES, strategy_description
+
 #: The Lightning namespaces whose registries get the names, as module names.
 NAMESPACE_MODULES = ("pytorch_lightning", "lightning.pytorch")
-
-
-def strategy_description(start_method: str) -> str:
-    """The registry's one-line description of the name with ``start_method``."""
-    return f"partitioned GNN training, halo exchange, start_method '{start_method}'"
 
 
 class _StrategyFactory:

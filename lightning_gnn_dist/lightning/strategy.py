@@ -47,7 +47,6 @@ from lightning_gnn_dist.lightning.launcher import (
     Termination,
 )
 from lightning_gnn_dist.lightning.module import NodeClassifier
-from lightning_gnn_dist.lightning.registration import GNN_STRATEGIES, strategy_description
 from lightning_gnn_dist.lightning.resume import (
     CHECKPOINT_KEY,
     FORMAT_VERSION,
@@ -56,6 +55,7 @@ from lightning_gnn_dist.lightning.resume import (
     run_identity,
     set_rng_state,
 )
+from lightning_gnn_dist.lightning.strategy_names import GNN_STRATEGIES, strategy_description
 from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
 from lightning_gnn_dist.nn.distribute import distribute
 from lightning_gnn_dist.nn.models import build_model

@@ -323,7 +323,7 @@ LIGHTNING_CASES = {
     "subgraph-size-zero": (*SUBGRAPH, "--data.subgraph_size", "0", "subgraph_size must be"),
     "subgraph-size-negative": (*SUBGRAPH, "--data.subgraph_size", "-5", "subgraph_size must be"),
     "subgraph-size-above-one": (*SUBGRAPH, "--data.subgraph_size", "1.5", "subgraph_size must be"),
-    "subgraph-size-1e9": (*SUBGRAPH, "--data.subgraph_size", "1e9", "subgraph_size must be"),
+    "subgraph-size-not-whole": (*SUBGRAPH, "--data.subgraph_size", "2.5", "subgraph_size must be"),
     "subgraph-size-nan": (*SUBGRAPH, "--data.subgraph_size", "nan", "data.subgraph_size"),
     "unknown-sampler": (
         *SUBGRAPH,
