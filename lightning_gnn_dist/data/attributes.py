@@ -37,8 +37,9 @@ RESERVED_NAMES: frozenset[str] = frozenset(
     }
 )
 
-#: Graph-level descriptions that are not partitioned (kept by the dataset, never by a part).
-_GRAPH_LEVEL: frozenset[str] = frozenset({"name", "num_nodes", "edge_index"})
+#: Graph-level descriptions that are not partitioned (kept by the dataset, never by a part):
+#: ``task`` is the target's task that :func:`~lightning_gnn_dist.data.load_dataset` records.
+_GRAPH_LEVEL: frozenset[str] = frozenset({"name", "num_nodes", "edge_index", "task"})
 
 
 @dataclass(frozen=True)
