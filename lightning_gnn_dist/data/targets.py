@@ -88,7 +88,8 @@ def infer_task(y: Tensor) -> str:
     if not y.is_floating_point():
         return "multiclass"
     known = y[~torch.isnan(y)]
-    return "multiclass" if bool((known == known.round()).all()) else "regression"
+    integral = (known == known.round()) & torch.isfinite(known)
+    return "multiclass" if bool(integral.all()) else "regression"
 
 
 def canonical_targets(
@@ -171,11 +172,12 @@ def target_info(y: Tensor, task: str) -> TargetInfo:
     return TargetInfo(task, 0, 1 if y.dim() == 1 else int(y.size(1)))
 
 
-def labelled_per_vertex(y: Tensor, task: str) -> Tensor:
+def labelled_per_vertex(y: Tensor, task: str | None = None) -> Tensor:
     """``[N] int64``: the labelled targets of each vertex of a canonical ``y``: ``0``/``1`` for a
     class id (``-1`` is unlabelled), the number of non-``NaN`` columns otherwise. Summed over a
-    mask it is what an exact loss divides by."""
-    if task == "multiclass":
+    mask it is what an exact loss divides by. Without ``task`` the dtype decides (integer:
+    class ids)."""
+    if task == "multiclass" or (task is None and not y.is_floating_point()):
         return (y >= 0).long()
     known = ~torch.isnan(y)
     return known.long() if known.dim() == 1 else known.sum(1)

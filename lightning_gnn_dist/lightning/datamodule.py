@@ -10,6 +10,7 @@ from typing import Any
 
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.data.attributes import batch_attributes
 from lightning_gnn_dist.data.eval_batch import split_first
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.sampler import check_fanouts
@@ -94,16 +95,26 @@ class GraphPartitionDataModule(PartitionedDataModule):
     only this rank's part; no rank holds the whole graph during training. Each loader yields one
     batch, a :class:`~torch_geometric.data.Data` with the owned rows ``x [num_owned, d]``, ``y``,
     the masks, the local ``edge_index`` (sources over ``[owned | halo]``) and ``global_ids``
-    (dataset vertex ids of the owned rows). Without a distributed strategy and with one part it is
-    simply the whole graph, so single-process code runs unchanged.
+    (dataset vertex ids of the owned rows), every other node attribute of the graph (owned rows)
+    and edge attribute (``edge_weight``, ``edge_attr``, ... in ``edge_index`` order) under its
+    own name, ``e_id`` (dataset edge ids), and ``num_{train,val,test}_global`` /
+    ``num_{train,val,test}_labels_global`` (the split's vertices and labelled targets in the
+    whole graph). Without a distributed strategy and with one part it is simply the whole
+    graph, so single-process code runs unchanged. See the guide "Your own graph" for where each
+    attribute goes in every loader.
 
     Args:
         dataset (str or Data): dataset spec, see :func:`~lightning_gnn_dist.data.load_dataset`,
-            or an in-memory PyG ``Data`` with integer class labels ``y`` (named by its ``name``
-            attribute in the store path; without one by its fingerprint, ``graph-<12 hex>``, so
-            two different graphs never share a store). A ``Data`` without masks trains on a
-            seeded random 60/20/20 split (a warning says so). ``HeteroData`` and regression
-            targets are not supported yet (refused here). (default: ``"digits"``)
+            or an in-memory PyG ``Data`` (named by its ``name`` attribute in the store path;
+            without one by its fingerprint, ``graph-<12 hex>``, so two different graphs never
+            share a store). Its ``y`` may be class ids ``[N]`` (``-1`` = unlabelled), multi-label
+            ``[N, k]`` (0/1, ``NaN`` = unlabelled) or real targets ``[N]``/``[N, k]``
+            (``NaN`` = unlabelled); every tensor with one row per vertex or per edge is
+            partitioned with it. A ``Data`` without masks trains on a seeded random 60/20/20
+            split (a warning says so). Refused here, naming the attribute: ``HeteroData`` (not
+            supported yet), ``NaN`` features, a tensor with neither ``N`` nor ``E`` rows, a
+            name the loaders set themselves; attributes that cannot be partitioned (not
+            tensors) are named in a warning and dropped. (default: ``"digits"``)
         method (str, optional): partition method (``hypergraph``, ``metis``, ``random``, ...), or
             ``"auto"``: rank 0 predicts every candidate plan (partitioner × exchange mode, see
             :mod:`lightning_gnn_dist.costmodel.plan`) in ``prepare_data``, prints the table and
@@ -184,6 +195,12 @@ class GraphPartitionDataModule(PartitionedDataModule):
             node has nothing to place: ``prepare_data``/``setup`` refuse another value than
             ``"naive"`` there; ``method="auto"`` chooses the placement itself. (default:
             ``"naive"``)
+        task (str, optional): the targets' task, ``"multiclass"``, ``"multilabel"`` or
+            ``"regression"``; a ``y`` that does not fit it is refused (an in-memory ``Data``
+            here, naming the value). Without it the task is inferred from ``y`` (integer
+            classes, 0/1 columns, other floats; integral floats of one column stay classes),
+            see :mod:`~lightning_gnn_dist.data.targets`. Read the stored one from
+            :attr:`task` and :attr:`num_tasks`. (default: ``None``)
 
     Integrity: ``prepare_data`` refuses a store with an edited ``meta.json`` or a missing or
     resized file (cheap: no file is read), and each rank hashes the one part it loads in
@@ -218,6 +235,7 @@ class GraphPartitionDataModule(PartitionedDataModule):
         partition_options: dict[str, Any] | None = None,
         plan_options: dict[str, Any] | None = None,
         placement: str = "naive",
+        task: str | None = None,
     ) -> None:
         given = {k: v for k, v in locals().items() if k in _LOADER_OPTIONS}
         _check_values(loader, eval_loader, given)
@@ -250,6 +268,7 @@ class GraphPartitionDataModule(PartitionedDataModule):
             plan_options=plan_options,
             placement=placement,
             batch_sampler={"sampler": subgraph_sampler, "subgraph_size": subgraph_size},
+            task=task,
         )
         _check_other_loaders(loader, given, self.method)
         if self.partition_kind != "vertex" and loader != "full":
@@ -290,9 +309,12 @@ class GraphPartitionDataModule(PartitionedDataModule):
             test_mask=part.test_mask,
             global_ids=part.global_ids,
             num_nodes=part.num_owned,
+            **batch_attributes(part),
         )
         for key in ("train_mask", "val_mask", "test_mask"):
-            self.batch[f"num_{key.split('_')[0]}_global"] = self.global_mask_count(key)
+            split = key.split("_")[0]
+            self.batch[f"num_{split}_global"] = self.global_mask_count(key)
+            self.batch[f"num_{split}_labels_global"] = self.global_label_count(key)
         if self.loader == "neighbor":
             timeout = getattr(getattr(self.trainer, "strategy", None), "_timeout", None)
             self.neighbor_loaders = _neighbor_loaders(

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.data.targets import check_task
 from lightning_gnn_dist.data.vertex_cut import VertexCutPart
 from lightning_gnn_dist.lightning.auto_plan import AUTO, AutoPlanMixin, _rank_zero_plan
 from lightning_gnn_dist.lightning.compat import LightningNeutral
@@ -29,6 +30,7 @@ from lightning_gnn_dist.partition.store import (
     PartitionStoreError,
     check_placement,
 )
+from lightning_gnn_dist.partition.store_meta import stored_label_counts, stored_target
 from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
 from lightning_gnn_dist.utils.checks import check_int
 
@@ -39,15 +41,29 @@ DEFAULT_METHOD, DEFAULT_SEED, DEFAULT_EPSILON = "hypergraph", 0, 0.03
 """The partition settings of a module that is given none and no existing ``store``."""
 
 
-def _stored_settings(store: str | Path) -> dict[str, Any] | None:
-    """The settings of the partition store at ``store`` (``None``: no store there yet, or one
-    ``prepare_data`` will report as unreadable)."""
+def _stored_meta(store: str | Path) -> dict[str, Any] | None:
+    """The ``meta.json`` of the partition store at ``store`` (``None``: no store there yet, or
+    one ``prepare_data`` will report as unreadable)."""
     if not (Path(store) / "meta.json").is_file():
         return None
     try:
-        return dict(PartitionStore.open(store).meta["settings"])
+        return PartitionStore.open(store).meta
     except PartitionStoreError:
         return None
+
+
+def _check_stored_task(meta: dict[str, Any], task: str | None, store: str | Path) -> None:
+    """Refuse a ``task`` other than the one the store's targets were partitioned for.
+
+    Raises:
+        PartitionStoreError: naming both tasks and the fixes.
+    """
+    stored = stored_target(meta)["task"]
+    if task is not None and task != stored:
+        raise PartitionStoreError(
+            f"the partition store {store} holds {stored} targets, not task={task!r}: drop task, "
+            "pass force=True to partition again with it, or choose another store"
+        )
 
 
 def _store_defaults(
@@ -109,7 +125,9 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
     datamodule. The arguments are those of
     :class:`~lightning_gnn_dist.lightning.datamodule.GraphPartitionDataModule` of the same names
     (documented there); ``batch_sampler`` holds ``{"sampler": ..., "subgraph_size": ...}``, the
-    batch sampler a ``stochastic-hypergraph`` partition is made for (ignored by other methods).
+    batch sampler a ``stochastic-hypergraph`` partition is made for (ignored by other methods);
+    ``task`` is the node targets' task (``None``: inferred from ``y``, see
+    :mod:`~lightning_gnn_dist.data.targets`).
 
     A subclass calls :meth:`load_part` in its ``setup``.
     """
@@ -129,15 +147,20 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
         plan_options: dict[str, Any] | None = None,
         placement: str = "naive",
         batch_sampler: dict[str, Any] | None = None,
+        task: str | None = None,
     ) -> None:
         super().__init__()
         from lightning_gnn_dist.costmodel.plan_options import check_plan_options
         from lightning_gnn_dist.data.datasets import check_dataset_argument
         from lightning_gnn_dist.partition import get_partitioner
 
-        check_dataset_argument(dataset)
+        check_task(task)
+        check_dataset_argument(dataset, task)
         # An existing store given as `store=` supplies what was not given explicitly.
-        stored = _stored_settings(store) if store is not None and not force else None
+        stored_meta = _stored_meta(store) if store is not None and not force else None
+        stored = None if stored_meta is None else dict(stored_meta["settings"])
+        if stored_meta is not None:
+            _check_stored_task(stored_meta, task, store)
         method, seed, epsilon, partition_options = _store_defaults(
             stored, store, method, seed, epsilon, num_parts, partition_options
         )
@@ -183,6 +206,7 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
         self.dataset, self.method, self.num_parts = dataset, method, num_parts
         self.root, self.seed, self.epsilon, self.store_dir = root, seed, epsilon, store
         self.verify_dataset, self.force = verify_dataset, force
+        self._task_option = task
         self.local_partition: LocalPartition | VertexCutPart | None = None
         self._store: PartitionStore | None = None
         self._graph_digest: str | None = None  # an unnamed in-memory graph's, hashed once
@@ -212,9 +236,10 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
         # library whose partitioner changed writes a new store instead of refusing the old one.
         # The store format is part of the digest too: a library that changed the format writes
         # a new store beside an old checkout's instead of refusing it.
-        settings = json.dumps(
-            {"format_version": FORMAT_VERSION, **self.partitioner.settings()}, sort_keys=True
-        )
+        settings = {"format_version": FORMAT_VERSION, **self.partitioner.settings()}
+        if self._task_option is not None:  # the same graph's targets read as another task
+            settings["task"] = self._task_option
+        settings = json.dumps(settings, sort_keys=True)
         digest = hashlib.sha256(settings.encode()).hexdigest()[:8]
         name = f"{slug}-{self.method}-p{self._parts()}-s{self.seed}-e{self.epsilon:g}-{digest}"
         return Path(self.root) / (name + self._placement_suffix())
@@ -278,7 +303,7 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
         once which split it trains on (a seeded random 60/20/20 one)."""
         from lightning_gnn_dist.data.datasets import load_dataset
 
-        data = load_dataset(self.dataset)
+        data = load_dataset(self.dataset, task=self._task_option)
         masks = ("train_mask", "val_mask", "test_mask")
         made_up = isinstance(self.dataset, Data) and all(
             getattr(self.dataset, key, None) is None for key in masks
@@ -365,6 +390,7 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
             )
         # a placed store runs on its own topology only, and is the placement asked for
         store.check_topology(self._topology(), placement)
+        _check_stored_task(store.meta, self._task_option, store.path)
         self.local_partition = store.load_part(rank)
         return self.local_partition
 
@@ -375,11 +401,41 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
 
     @property
     def num_classes(self) -> int:
+        """Classes of a multiclass ``y`` (``0`` for multilabel and regression targets)."""
         return int(self.store.meta["num_classes"])
+
+    @property
+    def task(self) -> str:
+        """The targets' task: ``"multiclass"``, ``"multilabel"`` or ``"regression"``."""
+        return self._task_option or stored_target(self.store.meta)["task"]
+
+    @property
+    def num_tasks(self) -> int:
+        """Columns of ``y``: ``1`` for class ids and ``[N]`` regression targets, ``k`` for a
+        ``[N, k]`` multi-label or regression ``y`` (the output width of such a model)."""
+        return int(stored_target(self.store.meta)["num_tasks"])
+
+    @property
+    def node_attrs(self) -> dict[str, dict[str, Any]]:
+        """``{name: {"dtype", "shape", "role"}}`` of every partitioned node attribute, ``x``,
+        ``y`` and the masks included (``{}`` for a format-2 store)."""
+        return dict(self.store.meta.get("node_attrs", {}))
+
+    @property
+    def edge_attrs(self) -> dict[str, dict[str, Any]]:
+        """``{name: {"dtype", "shape", "role"}}`` of every partitioned edge attribute."""
+        return dict(self.store.meta.get("edge_attrs", {}))
 
     def global_mask_count(self, name: str) -> int:
         """Vertices selected by mask ``name`` in the whole graph."""
         return int(sum(self.store.meta["mask_counts"].get(name, [0])))
+
+    def global_label_count(self, name: str) -> int:
+        """Labelled targets of the vertices of mask ``name`` in the whole graph: vertices with a
+        class id (multiclass), labelled ``(vertex, task)`` entries (multilabel, ``NaN`` =
+        unlabelled) or finite target entries (regression). An exact loss over the mask divides
+        its sum by this count."""
+        return int(sum(stored_label_counts(self.store.meta).get(name, [0])))
 
     def state_dict(self) -> dict[str, Any]:
         return {"store": str(self.store_path), "fingerprint": self.store.meta["fingerprint"]}

@@ -383,29 +383,49 @@ def _data(**fields):
     return Data(**{"x": graph.x, "edge_index": graph.edge_index, "y": graph.y, **fields})
 
 
+def _bad_x():
+    data = _data()
+    data.x[3, 1] = float("nan")
+    return data
+
+
 @pytest.mark.parametrize(
-    "dataset, match",
+    "dataset, task, match",
     [
         (
             lambda: _data(y=torch.linspace(0, 1, 20)),
-            r"y holds non-integer values \(e.g. 0.0526316\): regression targets are not "
-            "supported yet",
+            "multiclass",
+            r"y holds non-integer values \(e.g. 0.0526316\); class labels must be integers",
         ),
-        (lambda: _data(y=torch.full((20,), float("inf"))), "regression targets are not supported"),
-        (lambda: _data(y=torch.zeros(20, 3)), r"y has 3 columns \(20, 3\); multi-label"),
+        (lambda: _data(y=torch.full((20,), float("inf"))), None, "y holds inf; regression"),
+        (lambda: _data(y=torch.zeros(20, 3)), "multiclass", r"one class id per vertex"),
+        (lambda: _data(y=torch.full((20, 3), 2.0)), "multilabel", r"y of 0 and 1 .* holds 2"),
+        (_bad_x, None, "x holds nan at vertex 3, column 1"),
+        (lambda: _data(pos=torch.zeros(7, 2)), None, r"'pos' has shape \(7, 2\): its first"),
+        (lambda: _data(e_id=torch.arange(20)), None, "'e_id' has a name the loaders set"),
+        (lambda: _data(), "ranking", "undefined task option 'ranking'"),
         (
             lambda: __import__("torch_geometric.data", fromlist=["HeteroData"]).HeteroData(),
+            None,
             r"heterogeneous graphs \(HeteroData\) are not supported yet",
         ),
-        (lambda: 5, r"dataset must be a spec string like 'digits' or a torch_geometric Data"),
+        (lambda: 5, None, r"dataset must be a spec string like 'digits' or a torch_geometric Data"),
     ],
 )
-def test_a_dataset_the_module_cannot_train_on_is_refused_at_construction(tmp_path, dataset, match):
-    """Item 7: these failed in prepare_data on every rank ("a dataset spec is a string like
-    'digits'" for a HeteroData; float targets as "non-integer class labels")."""
+def test_a_dataset_the_module_cannot_train_on_is_refused_at_construction(
+    tmp_path, dataset, task, match
+):
+    """Item 7 (issue 29) and issue 30 item 6: these failed in prepare_data on every rank ("a
+    dataset spec is a string like 'digits'" for a HeteroData; float targets as "non-integer
+    class labels"), or not at all (NaN features, a misshapen or reserved attribute)."""
     with pytest.raises(ValueError, match=match):
-        GraphPartitionDataModule(dataset(), method="random", root=str(tmp_path))
+        GraphPartitionDataModule(dataset(), method="random", root=str(tmp_path), task=task)
     assert not any(tmp_path.iterdir())
+
+
+def test_attributes_that_cannot_be_partitioned_are_named_at_construction(tmp_path):
+    with pytest.warns(UserWarning, match="'notes' are not tensors with one row per vertex"):
+        GraphPartitionDataModule(_data(notes=["a"]), method="random", root=str(tmp_path))
 
 
 def test_integer_valued_float_labels_are_class_labels(tmp_path):
