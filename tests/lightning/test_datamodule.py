@@ -507,3 +507,90 @@ def test_a_right_rdm_order_and_codec_layer_pass_the_model_check():
     GNNStrategy(codec={"convs.1": "int8", "features": "int4"}).check_model(NodeClassifier())
     with pytest.raises(ValueError, match="rdm_order='DSDS' does not fit NodeClassifier"):
         strategy.check_model(NodeClassifier(num_layers=3))
+
+
+def test_full_batches_carry_every_attribute_and_the_store_records_them(tmp_path):
+    """Issue 30: each rank's full batch holds its owned rows of every node attribute, its edges'
+    attributes in ``edge_index`` order and ``e_id``; the store (format 3) records each attribute,
+    the target and the labelled counts a loss divides by."""
+    from types import SimpleNamespace
+
+    from tests.loaders.test_attributes import attributed_graph
+
+    graph = attributed_graph()
+    graph.name = "attributed"
+    known = (~torch.isnan(graph.y)).sum(1)
+    seen = []
+    for rank in range(3):
+        dm = GraphPartitionDataModule(graph, method="random", num_parts=3, root=str(tmp_path))
+        dm.trainer = SimpleNamespace(num_nodes=1, world_size=3, global_rank=rank)
+        if rank == 0:
+            dm.prepare_data()
+        dm.setup()
+        batch, part = dm.batch, dm.local_partition
+        for key in ("y", "pos", "node_time"):
+            assert torch.equal(
+                batch[key].nan_to_num(-1), graph[key][batch.global_ids].nan_to_num(-1)
+            )
+        ends = torch.cat([part.global_ids, part.halo_global_ids])[batch.edge_index]
+        assert torch.equal(ends, graph.edge_index[:, batch.e_id])
+        for key in ("edge_attr", "edge_weight", "edge_time"):
+            assert torch.equal(batch[key], graph[key][batch.e_id])
+            assert batch[key].dtype == graph[key].dtype
+        seen.append(batch.e_id)
+        assert batch.num_train_labels_global == int(known[graph.train_mask].sum())
+        assert batch.num_val_global == int(graph.val_mask.sum())
+    assert sorted(torch.cat(seen).tolist()) == list(range(graph.num_edges))  # each edge once
+    assert (dm.task, dm.num_tasks, dm.num_classes) == ("multilabel", 5, 0)
+    assert dm.global_label_count("test_mask") == int(known[graph.test_mask].sum())
+    assert dm.node_attrs["y"] == {"dtype": "float32", "shape": [5], "role": "target"}
+    assert dm.node_attrs["node_time"] == {"dtype": "int32", "shape": [], "role": "attr"}
+    assert dm.edge_attrs["edge_attr"] == {"dtype": "float32", "shape": [3], "role": "attr"}
+    assert dm.store.meta["format_version"] == 3
+    with pytest.raises(
+        PartitionStoreError, match="holds multilabel targets, not task='regression'"
+    ):
+        GraphPartitionDataModule(
+            graph, method="random", store=str(dm.store_path), task="regression"
+        )
+
+
+def test_a_format_2_store_still_opens(tmp_path):
+    """A store written before format 3 (no attribute, target or label-count keys) reads as
+    multiclass targets with its mask counts."""
+    import json
+
+    from lightning_gnn_dist.partition.store import _meta_checksum
+
+    dm = GraphPartitionDataModule(
+        "sbm?num_nodes=60", method="random", num_parts=1, root=str(tmp_path)
+    )
+    dm.prepare_data()
+    meta_path = dm.store_path / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    for key in ("node_attrs", "edge_attrs", "target", "label_counts"):
+        del meta[key]
+    meta["format_version"] = 2
+    meta["meta_sha256"] = _meta_checksum(meta)
+    meta_path.write_text(json.dumps(meta))
+    old = GraphPartitionDataModule("sbm?num_nodes=60", store=str(dm.store_path))
+    old.setup()
+    assert (old.task, old.num_tasks, old.num_classes) == ("multiclass", 1, 4)
+    assert old.global_label_count("train_mask") == old.global_mask_count("train_mask") > 0
+    assert old.batch.num_train_labels_global == old.global_mask_count("train_mask")
+
+
+def test_regression_and_explicit_task(tmp_path):
+    dm = GraphPartitionDataModule(
+        "sbm?num_nodes=80&targets=regression:2", method="random", num_parts=1, root=str(tmp_path)
+    )
+    dm.prepare_data()
+    dm.setup()
+    assert (dm.task, dm.num_tasks) == ("regression", 2) and dm.batch.y.shape == (80, 2)
+    integral = GraphPartitionDataModule(
+        "sbm?num_nodes=80", method="random", num_parts=1, root=str(tmp_path), task="regression"
+    )
+    assert integral.store_path != dm.store_path
+    integral.prepare_data()
+    integral.setup()
+    assert integral.task == "regression" and integral.batch.y.dtype == torch.float32
