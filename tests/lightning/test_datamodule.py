@@ -516,7 +516,7 @@ def test_full_batches_carry_every_attribute_and_the_store_records_them(tmp_path,
     (format 3) records each attribute, the target and the labelled counts a loss divides by."""
     from types import SimpleNamespace
 
-    from tests.loaders.test_attributes import attributed_graph
+    from tests.loaders.test_loader_attributes import attributed_graph
 
     graph = attributed_graph()
     graph.name = "attributed"
