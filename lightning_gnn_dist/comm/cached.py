@@ -266,10 +266,9 @@ class CachedExchange(HaloExchange):
         if self._epoch is None:
             return self.base._post_backward(grad_halo, layer)
         if self.grad_clip is not None:
+            # min(1, limit / norm) as a tensor: no host round trip (a norm of 0 gives inf → 1)
             limit = math.sqrt(self.world_size) * self.grad_clip
-            norm = grad_halo.norm()
-            if norm > limit:
-                grad_halo = grad_halo * (limit / norm)
+            grad_halo = grad_halo * (limit / grad_halo.norm()).clamp(max=1.0)
         flags = self._flags[layer]
         if self.cache_backward == "fresh":
             full = (
