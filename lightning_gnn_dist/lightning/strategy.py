@@ -414,6 +414,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             # eval_loader="full" evaluation runs on the whole part with the halo exchange.
             self.data_parallel = True
             self._eval_contexts: dict[str, GraphContext] = {}
+            loaders = getattr(datamodule, "neighbor_loaders", None)
+            if loaders is not None and hasattr(loaders, "device"):  # pinned, async copies
+                loaders.device = self.root_device
             self._set_fetch_codec(datamodule)
             self._restore_rank_state(trainer, None)
             full_eval = getattr(datamodule, "eval_loader", "neighbor") == "full"
