@@ -4,7 +4,7 @@
     python -m benchmarks.gpu_check --device cpu --quick --out /tmp/gpu_check          # seconds
 
 One process, the package's own layers, graph contexts and exchanges on the chosen device, exactly
-as ``GNNStrategy`` places them (the partition moved with the strategy's ``_to_device``):
+as ``GNNStrategy`` places them (every tensor of the partition on the device); no Lightning needed:
 
 (equality) full-batch ``p2p``, ``rdm``, ``cached`` and ``p2p`` with the ``int8`` codec, the
     ``neighbor`` mini-batch (sampled on the CPU into pinned memory, copied asynchronously) and the
@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,6 @@ from lightning_gnn_dist.comm import make_exchange
 from lightning_gnn_dist.comm.codec import CODECS, IntCodec
 from lightning_gnn_dist.data.local import build_local_partitions
 from lightning_gnn_dist.data.subgraph_sampler import make_sampler
-from lightning_gnn_dist.lightning.strategy import _to_device
 from lightning_gnn_dist.loaders import NeighborLoader, PartitionedGraphStore, SubgraphLoader
 from lightning_gnn_dist.nn import distribute, spmm, use_graph_context
 from lightning_gnn_dist.nn.context import make_graph_context
@@ -89,6 +89,19 @@ class GCN(nn.Module):
 
     def forward(self, x, edge_index):
         return self.conv2(torch.relu(self.conv1(x, edge_index)), edge_index)
+
+
+def _to_device(partition, device: torch.device):
+    """The partition with every tensor on ``device``, as ``GNNStrategy`` places it (its
+    ``_to_device``; repeated here so that the check needs no Lightning on the device)."""
+    if device.type == "cpu":
+        return partition
+    moved = {
+        f.name: getattr(partition, f.name).to(device)
+        for f in fields(partition)
+        if isinstance(getattr(partition, f.name), torch.Tensor)
+    }
+    return replace(partition, **moved)
 
 
 def _sync(device: torch.device) -> None:
