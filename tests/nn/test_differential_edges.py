@@ -122,6 +122,7 @@ FEATURED = {  # configurations called with edge_attr [E, 3]
         D_IN, D_OUT, aggr="power", learn_p=True, edge_dim=D_EDGE, norm=None, msg_norm=True
     ),
     "genconv-add": lambda: GENConv(D_IN, D_OUT, aggr="add", edge_dim=D_EDGE, norm=None),
+    "cgconv": lambda: CGConv(D_IN, dim=D_EDGE, aggr="mean"),
     "cgconv-batchnorm": lambda: CGConv(D_IN, dim=D_EDGE, batch_norm=True),
     "gmmconv": lambda: GMMConv(D_IN, D_OUT, dim=D_EDGE, kernel_size=2),
     "resgated": lambda: ResGatedGraphConv(D_IN, D_OUT, edge_dim=D_EDGE),
