@@ -195,9 +195,10 @@ def weight_identity(edge_weight: Tensor) -> tuple:
     return (edge_weight.data_ptr(), edge_weight.numel(), tensor_version(edge_weight))
 
 
-def check_edge_weight(edge_weight: Tensor, num_edges: int) -> None:
-    """Refuse an ``edge_weight`` a distributed ``GCNConv`` cannot use: not ``[num_edges]``
-    floating point in the partition's edge order, or one that needs a gradient."""
+def check_edge_weight(edge_weight: Tensor, num_edges: int, layer: str = "GCNConv") -> None:
+    """Refuse an ``edge_weight`` a distributed ``layer`` builds a fixed weighted matrix from
+    (``GCNConv``; ``GraphConv`` under ``rdm``): not ``[num_edges]`` floating point in the
+    partition's edge order, or one that needs a gradient."""
     if (
         not isinstance(edge_weight, Tensor)
         or edge_weight.dim() != 1
@@ -206,15 +207,15 @@ def check_edge_weight(edge_weight: Tensor, num_edges: int) -> None:
     ):
         got = tuple(edge_weight.shape) if isinstance(edge_weight, Tensor) else type(edge_weight)
         raise ValueError(
-            f"GCNConv: edge_weight must be a float tensor of shape [{num_edges}] (one weight "
+            f"{layer}: edge_weight must be a float tensor of shape [{num_edges}] (one weight "
             f"per local edge, in edge_index order, as the batch's edge attributes are), got {got}"
         )
     if edge_weight.requires_grad:
         raise NotImplementedError(
-            "GCNConv: an edge_weight that requires grad (learned edge weights) is not supported "
-            "in distributed mode: its normalisation uses global degrees computed once; pass "
-            "edge_weight.detach(), or learn weights with a layer that needs no degrees "
-            "(GraphConv, GINEConv)"
+            f"{layer}: an edge_weight that requires grad (learned edge weights) is not supported "
+            "in distributed mode here: its weighted matrix (GCN: with global degrees) is built "
+            "once; pass edge_weight.detach(), or learn weights with a layer that takes them in "
+            "its messages (GraphConv, GINEConv) under exchange='p2p'"
         )
 
 

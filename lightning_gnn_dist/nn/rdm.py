@@ -363,7 +363,9 @@ class RDMContext(GraphContext):
             )
         if edge_weight is None:
             return False
-        check_edge_weight(edge_weight, self.partition.edge_index.size(1))
+        check_edge_weight(
+            edge_weight, self.partition.edge_index.size(1), table_class(spec.module).__name__
+        )
         cached = self._weighted.get(key)
         if cached is None or cached[0] != weight_identity(edge_weight):
             improved = bool(getattr(spec.module, "improved", False))

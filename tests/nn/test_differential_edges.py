@@ -439,7 +439,7 @@ def test_vertex_partitions_move_no_edge_attribute_and_the_predicted_rows(runs):
     layer's input rows (an edge attribute adds no byte); every vertex-partition mode makes one
     forward exchange per layer; a weighted GCN adds one width-1 exchange of the predicted rows
     per weight tensor and configuration, in ``setup_counter``; cd-0 synchronises the rows the
-    vertex-cut metrics predict."""
+    vertex-cut metrics predict, the weighted degrees' set-up included."""
     for (graph_name, world_size), results in runs.items():
         data = graph(graph_name)
         metrics = partition_metrics(data, base.assignment(world_size), world_size)
@@ -464,8 +464,11 @@ def test_vertex_partitions_move_no_edge_attribute_and_the_predicted_rows(runs):
                         assert t["calls"] == gcn_configs and t["width"] == 1
                         assert t["rows_sent"] == int(metrics.send_rows[rank]) * gcn_configs
                 if mode == "cd-0":
-                    for t in sent:
+                    for t in sent + result["setup"]:
                         assert t["rows_sent"] == int(cut_rows[rank]) * t["calls"], (name, t)
+                    calls = {t["layer"]: t["calls"] for t in result["setup"]}
+                    assert calls.get("gcn weighted degree", 0) == _weighted_gcn_configs(name)
+                    assert calls.get("gcn self loop", 0) == _weighted_gcn_configs(name, True)
 
 
 def _input_widths(name: str) -> list[int]:
@@ -479,15 +482,50 @@ def _input_widths(name: str) -> list[int]:
     ]
 
 
-def _weighted_gcn_configs(name: str) -> int:
+def _weighted_gcn_configs(name: str, self_loops_only: bool = False) -> int:
     """Distinct ``(add_self_loops, improved)`` normalising configurations of the weighted
-    ``GCNConv`` layers of ``name`` (one degree exchange each)."""
+    ``GCNConv`` layers of ``name`` (one degree exchange each; on a vertex cut those adding self
+    loops also find each vertex's kept loop, ``self_loops_only``)."""
     if not name.startswith("w:"):
         return 0
     return len(
         {
             (m.add_self_loops, m.improved)
             for m in make_model(name).modules()
-            if isinstance(m, GCNConv) and m.normalize
+            if isinstance(m, GCNConv) and m.normalize and (m.add_self_loops or not self_loops_only)
         }
     )
+
+
+def _one_part_context():
+    data = graph("multigraph")
+    part = next(build_local_partitions(data, np.zeros(N, dtype=np.int64), 1))
+    return data, part, make_graph_context(part, make_exchange("p2p", part))
+
+
+def test_one_part_needs_no_process_group():
+    """A weighted GCN in a one-part context (no process group) equals PyG."""
+    data, part, context = _one_part_context()
+    model = make_model("w:gcn-2-layers")
+    expected = model(data.x, data.edge_index, data.edge_weight)
+    distribute(model)
+    with use_graph_context(context):
+        out = model(part.x, part.edge_index, part.edge_attrs["edge_weight"])
+    order = torch.argsort(part.global_ids)
+    torch.testing.assert_close(out[order], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("weight", "error", "message"),
+    [
+        (lambda w: w[:-1], ValueError, r"^GCNConv: edge_weight must be a float tensor of shape \["),
+        (lambda w: w.long(), ValueError, r"got \(\d+,\)"),
+        (lambda w: w.unsqueeze(1), ValueError, r"got \(\d+, 1\)"),
+        (lambda w: w.clone().requires_grad_(), NotImplementedError, "requires grad"),
+    ],
+)
+def test_a_bad_edge_weight_is_refused_by_value(weight, error, message):
+    _, part, context = _one_part_context()
+    model = distribute(make_model("w:gcn"))
+    with use_graph_context(context), pytest.raises(error, match=message):
+        model(part.x, part.edge_index, weight(part.edge_attrs["edge_weight"]))
