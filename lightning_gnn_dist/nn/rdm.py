@@ -254,10 +254,11 @@ class RDMContext(GraphContext):
 
     def memory_bytes(self) -> dict[str, int]:
         """Bytes this rank holds for RDM: ``adjacency`` (the ``Â``/``Âᵀ`` panels' structure and
-        values, shared when symmetric), ``feature_columns`` (the static features' column
+        values, shared when symmetric; weighted layers' own panels included), ``feature_columns`` (the static features' column
         slice)."""
         seen, total = set(), 0
-        for matrices in self._matrices.values():
+        weighted = [matrices for _, matrices in self._weighted.values()]
+        for matrices in [*self._matrices.values(), *weighted]:
             for m in matrices:
                 if id(m) not in seen:
                     seen.add(id(m))

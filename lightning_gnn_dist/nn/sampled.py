@@ -248,7 +248,7 @@ class SampledBatchContext(GraphContext):
         key = ("gcn", add_self_loops, improved, normalize, num_rows)
         if key not in cache:
             edges, weight = self.partition.gcn_edge_weight(
-                add_self_loops, improved, normalize, edge_index, num_rows, edge_weight
+                add_self_loops, improved, normalize, edge_index, num_rows
             )
             cache[key] = (  # no view of edge_index in its own cache (data.csr.tensor_cache)
                 unlinked(edges),
@@ -272,8 +272,8 @@ class SampledBatchContext(GraphContext):
         key = ("gcn-csr", add_self_loops, improved, normalize, num_rows)
         if edge_weight is not None:
             key = (*key, weight_identity(edge_weight))
-            for stale in [k for k in cache if k[0] == "gcn-csr" and len(k) > 5 and k != key]:
-                del cache[stale]  # one weight tensor per batch edge_index is kept
+            for stale in [k for k in cache if k[:5] == key[:5] and len(k) > 5 and k != key]:
+                del cache[stale]  # one weight tensor per configuration and edge_index is kept
         if key not in cache:
             edges, _, (weight, _) = self.gcn_graph(
                 add_self_loops, improved, normalize, edge_index, num_rows, edge_weight

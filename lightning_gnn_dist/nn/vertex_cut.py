@@ -5,13 +5,16 @@ Layers run unchanged on a :class:`~lightning_gnn_dist.data.vertex_cut.VertexCutP
 every local copy ``[num_local, d]`` and ``edge_index`` the part's edges. The exchange's halo is
 empty, so a layer's aggregates are partial for split vertices; this context completes them:
 
-* ``DistGCNConv`` asks :meth:`VertexCutContext.synchronise` (sum of globally normalised terms);
+* ``DistGCNConv`` asks :meth:`VertexCutContext.synchronise` (sum of globally normalised terms;
+  with ``edge_weight`` the weighted degrees are summed over a vertex's copies once,
+  :meth:`VertexCutContext.weighted_gcn_edges`);
 * every other ``MessagePassing`` layer passes PyG's aggregate forward hook
   (:meth:`VertexCutContext.after_aggregate`): ``sum``/``add`` aggregates are synchronised as they
   are, ``mean`` as local sums divided by the **global** in-degree, ``max`` element-wise.
 
-Attention layers (softmax over a vertex's whole neighbourhood) and other aggregations are
-refused with an error. The dense update after aggregation is computed identically on every copy.
+Edge weights and features live with their edge's part, so sums, means and maxima of messages
+built from them are synchronised like any other. Attention layers (softmax over a vertex's whole
+neighbourhood), softmax/power aggregations and other aggregations are refused with an error. The dense update after aggregation is computed identically on every copy.
 """
 
 from __future__ import annotations
@@ -63,9 +66,8 @@ class VertexCutContext(GraphContext):
         order = None if part.edge_ids is None else part.edge_ids.to(edge_index.device)
         key, last_weight, has_loop = last_self_loop(edge_index, weight, num_local, order)
         with torch.no_grad():
-            global_key = self._setup_sync().synchronise(key.unsqueeze(1), "gcn self loop", "max")[
-                :, 0
-            ]
+            sync = self._setup_sync()
+            global_key = sync.synchronise(key.unsqueeze(1), "gcn self loop", "max").squeeze(1)
         kept_here = has_loop & (key == global_key)
         non_loop = edge_index[0] != edge_index[1]
         partial = torch.stack(
