@@ -141,7 +141,11 @@ LAYER_TABLE: dict[type[nn.Module], dict[str, Rule]] = {
     pyg_nn.NNConv: _same(_AGGR_RULE),
     pyg_nn.GENConv: _same(
         Rule(note="softmax/power aggregation over complete in-neighbourhoods"),
-        vertex_cut=Rule(options=(_SOFTMAX_AGGR,)),
+        vertex_cut=Rule(
+            options=(_SOFTMAX_AGGR,),
+            note="its default softmax and power-mean aggregations normalise over a vertex's whole "
+            "in-neighbourhood, which a vertex cut splits",
+        ),
     ),
     pyg_nn.CGConv: _same(_AGGR_RULE),
     pyg_nn.GMMConv: _same(_AGGR_RULE),
