@@ -30,7 +30,10 @@ def test_batches_reach_the_loaders_device_and_pin_only_for_cuda(prefetch, monkey
     assert len(on_cpu) == len(moved) > 1
     for cpu_batch, batch in zip(on_cpu, moved, strict=True):
         assert batch.x.device.type == "meta" and batch.edge_index.device.type == "meta"
-        assert batch.x.shape == cpu_batch.x.shape and batch.edge_index.shape == cpu_batch.edge_index.shape
+        assert (
+            batch.x.shape == cpu_batch.x.shape
+            and batch.edge_index.shape == cpu_batch.edge_index.shape
+        )
     assert pinned == []  # pinning is for a CUDA target only
     assert list(_loader("cpu", prefetch))[0].x.device.type == "cpu"
 
