@@ -34,7 +34,7 @@ from torchmetrics import MeanMetric
 
 from lightning_gnn_dist.data.targets import check_task
 from lightning_gnn_dist.lightning.compat import LightningNeutral
-from lightning_gnn_dist.lightning.metrics import TaskMetrics, labelled, task_loss
+from lightning_gnn_dist.lightning.metrics import TaskMetrics, task_loss
 from lightning_gnn_dist.nn.models import MODELS, build_model
 
 SPLITS = ("val", "test")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-
-from lightning_gnn_dist.data.csr import hop_prefix
 from torch_geometric.nn import GENConv
 
+from lightning_gnn_dist.data.csr import hop_prefix
 from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistSAGEConv
 from lightning_gnn_dist.nn.fused import use_sparse_aggregation
 
@@ -150,12 +149,14 @@ class DeeperGCN(nn.Module):
     layers (softmax aggregation with a learnt temperature, messages ``relu(x_j + e_ij)``, a
     2-layer MLP with ``norm``), the layers after the first in "res+" blocks (``x + conv(dropout(
     relu(LayerNorm(x))))``), a last LayerNorm, ReLU and dropout, and a linear head:
-    ``[N, in] → [N, out]``.
+    ``[N, in] → [N, out]``. Every LayerNorm is over each vertex's features (DeeperGCN's
+    ogbn-proteins setting).
 
-    GENConv's softmax is over each vertex's in-edges, all held by the vertex's owner, and its
-    MLP's batch norm is synchronised by :func:`~lightning_gnn_dist.nn.distribute`: exact under
-    every vertex partition (``p2p``, ``broadcast``, neighbour batches). It does not trim sampled
-    batches (the residual reads every row of the batch).
+    GENConv's softmax is over each vertex's in-edges, all held by the vertex's owner, and the
+    norms are per vertex (a ``"batch"`` MLP norm is synchronised by
+    :func:`~lightning_gnn_dist.nn.distribute`): exact under every vertex partition (``p2p``,
+    ``broadcast``, neighbour batches). It does not trim sampled batches (the residual reads
+    every row of the batch).
 
     Args:
         in_channels, hidden_channels, out_channels (int): widths.
@@ -163,7 +164,8 @@ class DeeperGCN(nn.Module):
         dropout (float): dropout in the blocks and before the head. (default: ``0.1``)
         edge_channels (int): width of the edge features ``edge_attr [E, edge_channels]``; ``0``:
             no edge encoder, messages ``relu(x_j)``. (default: ``0``)
-        norm (str, optional): GENConv's MLP norm, ``"batch"`` or ``None``. (default: ``"batch"``)
+        norm (str, optional): GENConv's MLP norm: ``"layer"`` (per vertex), ``"batch"`` or
+            ``None``. (default: ``"layer"``)
     """
 
     trims = False
@@ -177,7 +179,7 @@ class DeeperGCN(nn.Module):
         num_layers: int = 3,
         dropout: float = 0.1,
         edge_channels: int = 0,
-        norm: str | None = "batch",
+        norm: str | None = "layer",
     ) -> None:
         super().__init__()
         if num_layers < 1:
@@ -188,7 +190,9 @@ class DeeperGCN(nn.Module):
         self.node_encoder = nn.Linear(in_channels, hidden_channels)
         self.edge_encoder = nn.Linear(edge_channels, hidden_channels) if edge_channels else None
         self.convs = nn.ModuleList(
-            GENConv(hidden_channels, hidden_channels, aggr="softmax", t=1.0, learn_t=True, norm=norm)
+            GENConv(
+                hidden_channels, hidden_channels, aggr="softmax", t=1.0, learn_t=True, norm=norm
+            )
             for _ in range(num_layers)
         )
         self.norms = nn.ModuleList(nn.LayerNorm(hidden_channels) for _ in range(num_layers))
