@@ -151,6 +151,8 @@ class NodePredictor(LightningNeutral, lightning_base="LightningModule"):
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
 
     def configure_model(self) -> None:
+        if self.model is not None and self._trainer is None:
+            return  # load_from_checkpoint builds it from the hyperparameters: no datamodule
         datamodule = self.trainer.datamodule
         stored = getattr(datamodule, "task", None)
         if self.task is not None and stored is not None and stored != self.task:
