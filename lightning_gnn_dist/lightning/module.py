@@ -35,7 +35,7 @@ from torchmetrics import MeanMetric
 from lightning_gnn_dist.data.targets import check_task
 from lightning_gnn_dist.lightning.compat import LightningNeutral
 from lightning_gnn_dist.lightning.metrics import TaskMetrics, task_loss
-from lightning_gnn_dist.nn.models import MODELS, build_model
+from lightning_gnn_dist.nn.models import DEEPERGCN_NORMS, MODELS, build_model
 
 SPLITS = ("val", "test")
 
@@ -80,6 +80,8 @@ class NodePredictor(LightningNeutral, lightning_base="LightningModule"):
             ``[N]``); the datamodule's when ``None``. (default: ``None``)
         edge_channels (int, optional): ``deepergcn``'s edge feature width; the datamodule's
             ``edge_attr`` width when ``None`` (``0`` without one). (default: ``None``)
+        norm (str, optional): ``deepergcn``'s GENConv MLP norm, ``"batch"``, ``"layer"`` or
+            ``None`` (other models take none: another value is refused). (default: ``"batch"``)
     """
 
     #: The task a subclass always predicts (``NodeClassifier``: ``"multiclass"``).
@@ -99,6 +101,7 @@ class NodePredictor(LightningNeutral, lightning_base="LightningModule"):
         task: str | None = None,
         num_tasks: int | None = None,
         edge_channels: int | None = None,
+        norm: str | None = "batch",
     ) -> None:
         super().__init__()
         check_task(task)
@@ -112,6 +115,12 @@ class NodePredictor(LightningNeutral, lightning_base="LightningModule"):
             raise ValueError(
                 f"{name}: unknown model {model!r}; choose one of: gcn, sage, gat, deepergcn"
             )
+        if norm != "batch" and model.lower() != "deepergcn":
+            raise ValueError(
+                f"{name}: norm={norm!r} sets deepergcn's GENConv norm; model={model!r} takes none"
+            )
+        if norm not in DEEPERGCN_NORMS:
+            raise ValueError(f"{name}: undefined norm {norm!r}; choose 'batch', 'layer' or None")
         for key, value in (("num_classes", num_classes), ("num_tasks", num_tasks)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name}: {key} must be an integer >= 1 (got {value!r})")
@@ -132,7 +141,7 @@ class NodePredictor(LightningNeutral, lightning_base="LightningModule"):
         if hp.model.lower() == "gat":
             extra["heads"] = hp.heads
         elif hp.model.lower() == "deepergcn":
-            extra["edge_channels"] = edge_channels
+            extra.update(edge_channels=edge_channels, norm=hp.norm)
         return build_model(
             hp.model,
             in_channels,

@@ -336,14 +336,15 @@ PROTEINS_QUIET = dict(
 
 
 def _proteins_run(root, devices, epochs, loader="full", seed=0, batch_size=50):
-    """DeeperGCN (GENConv, softmax aggregation, edge encoder) on the proteins-shaped graph: the
+    """DeeperGCN (GENConv, softmax aggregation, edge encoder; LayerNorms only, see DeeperGCN's
+    docstring for why a batch norm's runs drift apart under Adam) on the proteins-shaped graph: the
     trained module and its validation and test metrics. ``devices`` 2: ``GNNStrategy``
     ``p2p``; 1: plain Lightning in this process. A neighbour run on 1 device draws batches of
     ``2 * batch_size`` seeds (the 2 ranks' batches together)."""
     pl.seed_everything(seed)
     module = NodePredictor(
         "deepergcn", hidden_channels=16, num_layers=3, dropout=0.0, lr=0.01, weight_decay=0.0,
-        in_channels=8, task="multilabel", num_tasks=PROTEIN_TASKS, edge_channels=8,
+        in_channels=8, task="multilabel", num_tasks=PROTEIN_TASKS, edge_channels=8, norm="layer",
     )  # fmt: skip
     options = {}
     if loader == "neighbor":
@@ -466,6 +467,12 @@ def test_loss_weight_counts_labelled_training_targets():
         (NodePredictor, {"model": "mlp"}, "unknown model 'mlp'; choose one of"),
         (NodePredictor, {"num_tasks": 0}, r"num_tasks must be an integer >= 1 \(got 0\)"),
         (NodeClassifier, {"task": "regression"}, r"use NodePredictor\(task='regression'\)"),
+        (
+            NodePredictor,
+            {"norm": "layer"},
+            "norm='layer' sets deepergcn's GENConv norm; model='gcn'",
+        ),
+        (NodePredictor, {"model": "deepergcn", "norm": "group"}, "undefined norm 'group'"),
     ],
 )
 def test_bad_settings_are_refused_at_construction(cls, kwargs, message):
