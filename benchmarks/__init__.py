@@ -27,5 +27,6 @@ NAMES = (
     "rdm",
     "peer_dgl",
     "auto_plan",
+    "gpu_check",
     "attribute_memory",
 )

@@ -174,6 +174,23 @@ RUN: dict[str, Run] = {
     ),
     "cost-model": Run(in_process=True, expect=(r"(?m)^0\.\d+ \[[0-9. e\n-]+\] \[",)),
     "neighbor-loader-single": Run(in_process=True, expect=(r"^9 Data\(x=\[\d+, 64\]", "n_id=")),
+    "own-graph": Run(
+        in_process=True,
+        expect=(
+            r"multilabel 2 \d+",
+            r"edge_weight=\[8\]",
+            r"edge_attr=\[8, 3\]",
+            r"pos=\[6, 2\]",
+            r"e_id=\[8\]",
+        ),
+    ),
+    "own-graph-specs": Run(
+        in_process=True,
+        expect=(
+            r"regression \(500,\) \(\d+, 8\) \(\d+,\)",
+            r"multilabel \(1000, 112\) \(\d+, 8\)",
+        ),
+    ),
     "quickstart-partition": Run(
         in_process=True,
         expect=(r"hypergraph", r"metis", r"random"),

@@ -40,6 +40,7 @@ RESERVED_NAMES: frozenset[str] = frozenset(
         "local_partition",
         "global_in_degree",
         "global_self_loops",
+        "global_gcn_weight_terms",
         "task",
     }
 )

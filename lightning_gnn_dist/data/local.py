@@ -95,9 +95,19 @@ class LocalPartition:
     node_attrs: dict[str, Tensor] = field(default_factory=dict)
     edge_attrs: dict[str, Tensor] = field(default_factory=dict)
 
+    def host_offsets(self) -> list[int]:
+        """``part_offsets`` as host integers, read once per tensor: on a GPU, reading them
+        per use would make every exchange wait for the device."""
+        cached = self.__dict__.get("_host_offsets")
+        if cached is None or cached[0] is not self.part_offsets:
+            cached = (self.part_offsets, self.part_offsets.tolist())
+            self.__dict__["_host_offsets"] = cached
+        return cached[1]
+
     @property
     def num_owned(self) -> int:
-        return int(self.part_offsets[self.part_id + 1] - self.part_offsets[self.part_id])
+        offsets = self.host_offsets()
+        return offsets[self.part_id + 1] - offsets[self.part_id]
 
     @property
     def num_halo(self) -> int:
@@ -106,7 +116,8 @@ class LocalPartition:
     @property
     def owned_range(self) -> tuple[int, int]:
         """``(start, end)`` of the owned relabelled ids."""
-        return int(self.part_offsets[self.part_id]), int(self.part_offsets[self.part_id + 1])
+        offsets = self.host_offsets()
+        return offsets[self.part_id], offsets[self.part_id + 1]
 
     def gcn_edge_weight(
         self,

@@ -14,7 +14,8 @@ counted in a :class:`~lightning_gnn_dist.comm.counters.CommCounter` (layers ``"s
 ``"features"``, directions ``"request"``/``"response"``; ``"control"`` for the per-peer size
 vectors; ``"features.ids"`` for the ids, class labels and degrees sent with the feature rows, so
 each row is counted once under ``"features"``; ``"features.attrs"`` for the other node
-attributes of those rows — a multi-label or real-valued ``y`` among them — as bytes per row;
+attributes of those rows — a multi-label or real-valued ``y`` among them, and with the degrees
+each 1-D edge attribute's weighted-GCN terms — as bytes per row;
 ``"sampling.edges"`` for each remotely sampled edge's dataset id ``e_id`` and edge attributes,
 sent in the sampling response, as bytes per edge). Cached rows a fetch did not request are
 counted in :attr:`PartitionedGraphStore.cache_hit_rows`.
@@ -37,6 +38,7 @@ from lightning_gnn_dist.comm import CommCounter, make_exchange
 from lightning_gnn_dist.comm.codec import ADAPTIVE, CodecPolicy, all_to_all_rows
 from lightning_gnn_dist.comm.messages import all_to_all
 from lightning_gnn_dist.data.attributes import graph_attributes
+from lightning_gnn_dist.data.graph import gcn_weight_terms
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.sampler import InEdges
 from lightning_gnn_dist.loaders.packing import RowLayout, columns_as
@@ -46,8 +48,10 @@ from lightning_gnn_dist.loaders.packing import RowLayout, columns_as
 class FetchedRows:
     """Rows of a batch's vertices: ``x [n, d]``, ``y [n]`` or ``[n, k]`` (or ``None``), ``ids [n]``
     dataset ids, ``attrs`` every other node attribute ``[n, ...]`` by name; with
-    ``degrees=True`` also ``in_degree [n]`` (global, self loops excluded) and
-    ``num_self_loops [n]`` (in the whole graph)."""
+    ``degrees=True`` also ``in_degree [n]`` (global, self loops excluded),
+    ``num_self_loops [n]`` (in the whole graph) and ``weight_terms``: for every 1-D floating edge
+    attribute (an ``edge_weight``), the rows' global weighted-GCN terms ``[n, 3]``
+    (:func:`~lightning_gnn_dist.data.graph.gcn_weight_terms`, computed by each row's owner)."""
 
     x: Tensor
     y: Tensor | None
@@ -55,6 +59,7 @@ class FetchedRows:
     in_degree: Tensor | None = None
     num_self_loops: Tensor | None = None
     attrs: dict[str, Tensor] = field(default_factory=dict)
+    weight_terms: dict[str, Tensor] = field(default_factory=dict)
 
 
 class LocalGraphStore:
@@ -74,6 +79,7 @@ class LocalGraphStore:
         self.in_edges = InEdges.from_edge_index(data.edge_index, data.num_nodes)
         self.counter = CommCounter()
         self.attributes = graph_attributes(data)
+        self._weight_terms: dict[str, Tensor] | None = None  # built on the first exact fetch
 
     def sample_hop(
         self, frontier: Tensor, fanout: int, stream: int, replace: bool = False, owned: bool = False
@@ -94,6 +100,12 @@ class LocalGraphStore:
             num_nodes = self.data.num_nodes
             rows.in_degree = torch.bincount(dst[~loop], minlength=num_nodes)[n_id]
             rows.num_self_loops = torch.bincount(dst[loop], minlength=num_nodes)[n_id]
+            if self._weight_terms is None:
+                weights = {key: self.data[key] for key in self.attributes.edge}
+                self._weight_terms = weight_terms(self.data.edge_index, weights, num_nodes)
+            rows.weight_terms = {
+                key: v.index_select(0, n_id) for key, v in self._weight_terms.items()
+            }
         return rows
 
     def to_routing(self, ids: Tensor) -> Tensor:
@@ -133,6 +145,7 @@ class PartitionedGraphStore:
             raise ValueError(
                 "the partition has no feature rows (x); the neighbour loader needs them"
             )
+        _check_host_group(group, partition.x.device)
         self.partition, self.group = partition, group
         self.rank, self.world_size = partition.part_id, partition.num_parts
         self.num_routing_ids = int(partition.num_nodes_global)
@@ -160,12 +173,16 @@ class PartitionedGraphStore:
         self._row_attrs = ({} if y is None or self._y_with_ids else {"y": y}) | dict(
             partition.node_attrs
         )
-        self._row_layout = RowLayout.of(self._row_attrs)
         # A sampled edge's dataset id and attributes, answered by the rank that holds the edge.
         self._edge_values = (
             {} if partition.edge_ids is None else {"e_id": partition.edge_ids}
         ) | dict(partition.edge_attrs)
         self._edge_layout = RowLayout.of(self._edge_values)
+        # The owned vertices' global weighted-GCN terms of each 1-D edge attribute: a rank holds
+        # every in-edge of its vertices (in dataset order: e_id orders their self loops).
+        self._weight_terms = weight_terms(
+            partition.edge_index, partition.edge_attrs, partition.num_owned, partition.edge_ids
+        )
         empty_y = None if not self._y_with_ids else y.new_empty(0)
         self._cache_routing = torch.empty(0, dtype=torch.long)
         self._cache = FetchedRows(
@@ -175,6 +192,7 @@ class PartitionedGraphStore:
             self._cache_routing,
             self._cache_routing,
             {key: value[:0] for key, value in self._row_attrs.items()},
+            {key: value[:0] for key, value in self._weight_terms.items()},
         )
         if cache_size > 0:  # collective: every rank is given the same cache_size
             references = torch.bincount(halo_pos, minlength=partition.num_halo)
@@ -203,7 +221,10 @@ class PartitionedGraphStore:
         return torch.searchsorted(self.partition.part_offsets, ids, right=True) - 1
 
     def _halo_dataset_ids(self) -> Tensor:
-        """Dataset ids of the halo vertices, from their owners (one p2p halo exchange)."""
+        """Dataset ids of the halo vertices: the partition's ``halo_global_ids``, or (a part
+        written without them) from their owners in one p2p halo exchange."""
+        if self.partition.halo_global_ids is not None:
+            return self.partition.halo_global_ids
         exchange = make_exchange("p2p", self.partition, CommCounter(), self.group)
         ids = self.partition.global_ids.view(-1, 1)
         return exchange(ids, "setup").view(-1)
@@ -418,6 +439,9 @@ class PartitionedGraphStore:
                 own_degree, own_loops = self._owned_degrees()
                 fetched.in_degree = own_degree.index_select(0, rows)
                 fetched.num_self_loops = own_loops.index_select(0, rows)
+                fetched.weight_terms = {
+                    key: value.index_select(0, rows) for key, value in self._weight_terms.items()
+                }
             return fetched
         owner = self.owner(n_id)
         cached = _position_in(self._cache_routing, n_id)
@@ -455,6 +479,10 @@ class PartitionedGraphStore:
             fetched.num_self_loops = gather(
                 own_loops, self._cache.num_self_loops, rows.num_self_loops
             )
+            fetched.weight_terms = {
+                key: gather(value, self._cache.weight_terms[key], rows.weight_terms[key])
+                for key, value in self._weight_terms.items()
+            }
         return fetched
 
     def _owned_degrees(self) -> tuple[Tensor, Tensor]:
@@ -476,6 +504,8 @@ class PartitionedGraphStore:
             meta += [degree[rows] for degree in self._owned_degrees()]
         meta = torch.stack(meta, 1)
         attrs = {key: value[rows] for key, value in self._row_attrs.items()}
+        if degrees:  # the weighted degrees' terms travel as attributes of the row
+            attrs |= {_TERMS + key: value[rows] for key, value in self._weight_terms.items()}
         if codec is None or codec.lossless:
             x, attrs, meta = self._rows_with_meta(
                 part.x[rows], attrs, meta, requested_counts, counts, codec
@@ -488,7 +518,10 @@ class PartitionedGraphStore:
             # counted as lines of their own, so the feature rows are counted once.
             _, attrs, meta = self._rows_with_meta(None, attrs, meta, requested_counts, counts)
         y = meta[:, 1].to(part.y.dtype) if self._y_with_ids else None
-        fetched = FetchedRows(x, y, meta[:, 0], attrs=attrs)
+        terms = {
+            key[len(_TERMS) :]: attrs.pop(key) for key in list(attrs) if key.startswith(_TERMS)
+        }
+        fetched = FetchedRows(x, y, meta[:, 0], attrs=attrs, weight_terms=terms)
         if degrees:
             fetched.in_degree, fetched.num_self_loops = meta[:, -2], meta[:, -1]
         return fetched
@@ -509,7 +542,7 @@ class PartitionedGraphStore:
         (bytes per row) and ``features.ids``, so each feature row is counted once and its
         attributes and ids apart: a packed row is ``d · x.element_size() + a + 8 m`` bytes,
         exactly the lines' bytes (no padding travels)."""
-        layout = self._row_layout
+        layout = RowLayout.of(attrs)
         if self.world_size == 1:
             empty = {key: value[:0] for key, value in attrs.items()}
             return (None if x is None else x[:0]), empty, meta[:0]
@@ -551,6 +584,36 @@ class PartitionedGraphStore:
 
     def __repr__(self) -> str:
         return f"PartitionedGraphStore(rank={self.rank}/{self.world_size}, owned={self.end - self.start}, cache={self._cache_routing.numel()})"
+
+
+_TERMS = "gcn_weight_terms/"  # the packed name of an edge attribute's weighted-GCN terms
+
+
+def weight_terms(
+    edge_index: Tensor, edge_attrs: dict[str, Tensor], num_rows: int, order: Tensor | None = None
+) -> dict[str, Tensor]:
+    """``{name: [num_rows, 3]}``: :func:`~lightning_gnn_dist.data.graph.gcn_weight_terms` of every
+    1-D floating edge attribute (one a ``GCNConv`` may take as ``edge_weight``), from the
+    in-edges of rows ``[0, num_rows)`` (``order``: the edges' order in the whole graph)."""
+    return {
+        key: gcn_weight_terms(edge_index, value, num_rows, order)
+        for key, value in edge_attrs.items()
+        if value.dim() == 1 and value.is_floating_point()
+    }
+
+
+def _check_host_group(group, device: torch.device) -> None:
+    """Refuse a process group that cannot carry the store's tensors (NCCL and a CPU part)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or device.type != "cpu":
+        return
+    if dist.get_backend(group) == "nccl":
+        raise ValueError(
+            "PartitionedGraphStore samples and fetches on the CPU, but its process group is "
+            "NCCL (CUDA tensors only); pass a gloo group, e.g. group="
+            "lightning_gnn_dist.comm.messages.host_group()"
+        )
 
 
 def _position_in(sorted_values: Tensor, queries: Tensor, perm: Tensor | None = None) -> Tensor:

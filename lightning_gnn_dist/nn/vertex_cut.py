@@ -112,7 +112,8 @@ class VertexCutContext(GraphContext):
                 "synchronise 'sum', 'add', 'mean' and 'max' aggregations only"
             )
         index, num_rows = aggr_kwargs["index"], aggregated.size(0)
-        local_count = torch.bincount(index, minlength=num_rows)
+        # index_add, not bincount: CUDA's bincount reads the largest index back to the host
+        local_count = index.new_zeros(num_rows).index_add_(0, index, torch.ones_like(index))
         self._check_edges(local_count, name)
         flat = aggregated.reshape(num_rows, -1)
         if aggr in _SUM:

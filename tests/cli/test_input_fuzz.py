@@ -193,7 +193,11 @@ FILE_CASES = {
     "edges-weights-missing": edges("0 1 2.5\n1 2\n", ":2: weights=true needs", "?weights=true"),
     "edges-weights-word": edges("0 1 heavy\n", "'heavy' is not a number", "?weights=true"),
     "edges-weights-nan": edges("0 1 nan\n", "weight nan is not finite", "?weights=true"),
-    "mtx-pattern-weights": ("mtx:{file}?weights=true", (MTX + "2 2 1\n1 2\n").encode(), "'pattern'"),
+    "mtx-pattern-weights": (
+        "mtx:{file}?weights=true",
+        (MTX + "2 2 1\n1 2\n").encode(),
+        "'pattern'",
+    ),
     "gz-not-gzip": ("edgelist:{file}", b"0 1\n", "cannot read"),
     "gz-truncated": ("metis:{file}", gzip.compress(b"2 1\n2\n1\n")[:-6], "cannot read"),
 }

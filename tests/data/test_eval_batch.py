@@ -7,7 +7,7 @@ import torch
 
 from lightning_gnn_dist.data.eval_batch import split_first
 from lightning_gnn_dist.data.local import build_local_partitions
-from tests.loaders.test_attributes import attributed_graph
+from tests.loaders.test_loader_attributes import attributed_graph
 
 
 @pytest.mark.parametrize("split", ["val", "test", "predict"])

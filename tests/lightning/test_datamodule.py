@@ -509,20 +509,21 @@ def test_a_right_rdm_order_and_codec_layer_pass_the_model_check():
         strategy.check_model(NodeClassifier(num_layers=3))
 
 
-def test_full_batches_carry_every_attribute_and_the_store_records_them(tmp_path):
-    """Issue 30: each rank's full batch holds its owned rows of every node attribute, its edges'
-    attributes in ``edge_index`` order and ``e_id``; the store (format 3) records each attribute,
-    the target and the labelled counts a loss divides by."""
+@pytest.mark.parametrize("method", ["random", "vertex-cut"])
+def test_full_batches_carry_every_attribute_and_the_store_records_them(tmp_path, method):
+    """Issue 30: each rank's full batch holds its owned rows of every node attribute (a vertex
+    cut: every copy's), its edges' attributes in ``edge_index`` order and ``e_id``; the store
+    (format 3) records each attribute, the target and the labelled counts a loss divides by."""
     from types import SimpleNamespace
 
-    from tests.loaders.test_attributes import attributed_graph
+    from tests.loaders.test_loader_attributes import attributed_graph
 
     graph = attributed_graph()
     graph.name = "attributed"
     known = (~torch.isnan(graph.y)).sum(1)
     seen = []
     for rank in range(3):
-        dm = GraphPartitionDataModule(graph, method="random", num_parts=3, root=str(tmp_path))
+        dm = GraphPartitionDataModule(graph, method=method, num_parts=3, root=str(tmp_path))
         dm.trainer = SimpleNamespace(num_nodes=1, world_size=3, global_rank=rank)
         if rank == 0:
             dm.prepare_data()
@@ -532,8 +533,10 @@ def test_full_batches_carry_every_attribute_and_the_store_records_them(tmp_path)
             assert torch.equal(
                 batch[key].nan_to_num(-1), graph[key][batch.global_ids].nan_to_num(-1)
             )
-        ends = torch.cat([part.global_ids, part.halo_global_ids])[batch.edge_index]
-        assert torch.equal(ends, graph.edge_index[:, batch.e_id])
+        local = part.global_ids
+        if method == "random":
+            local = torch.cat([local, part.halo_global_ids])
+        assert torch.equal(local[batch.edge_index], graph.edge_index[:, batch.e_id])
         for key in ("edge_attr", "edge_weight", "edge_time"):
             assert torch.equal(batch[key], graph[key][batch.e_id])
             assert batch[key].dtype == graph[key].dtype

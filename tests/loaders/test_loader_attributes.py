@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from lightning_gnn_dist.data.graph import gcn_weight_terms
 from lightning_gnn_dist.data.local import build_local_partitions
 from lightning_gnn_dist.data.sampler import stream_key
 from lightning_gnn_dist.loaders.graph_store import LocalGraphStore, PartitionedGraphStore
@@ -76,8 +77,15 @@ def _neighbour_batches(rank, world_size, num_neighbors, cache_size, codec):
     report = {"problems": [], "remote_rows": 0, "remote_edges": 0, "same_edges": True}
     store.counter.reset()
     before = store.cache_hit_rows
+    terms = gcn_weight_terms(graph.edge_index, graph.edge_weight, graph.num_nodes)
     for step, batch in enumerate(loader):
         report["problems"] += check_batch(batch, graph)
+        if num_neighbors[0] == -1:  # a weighted GCN's global degrees, from each row's owner
+            got = batch.global_gcn_weight_terms
+            if set(got) != {"edge_weight"} or not _same(got["edge_weight"], terms[batch.n_id]):
+                report["problems"].append("global_gcn_weight_terms")
+        elif "global_gcn_weight_terms" in batch:
+            report["problems"].append("terms in a sampled batch")
         if codec != "fp32":
             report["problems"] = [p for p in report["problems"] if p != "x"]
         reference = loader.neighbor_sampler.sample(
@@ -119,7 +127,9 @@ def test_neighbour_batches_carry_every_attribute(world_size, num_neighbors, cach
         assert report["same_edges"]  # the single-process sampler draws the same edges
         assert report["requested"] == report["expected_rows"]
         # each fetched row's attributes, each remotely sampled edge's id and values, once
-        assert report["attrs_bytes"] == report["requested"] * NODE_ROW_BYTES
+        # with fan-out -1 also the 1-D edge_weight's three float64 weighted-GCN terms per row
+        row_bytes = NODE_ROW_BYTES + (3 * 8 if num_neighbors[0] == -1 else 0)
+        assert report["attrs_bytes"] == report["requested"] * row_bytes
         # the multi-label y travels as an attribute: ids (and with fan-out -1 the degrees) only
         assert report["ids_width"] == (3 if num_neighbors[0] == -1 else 1)
         assert report["edge_rows"] == report["remote_edges"]
