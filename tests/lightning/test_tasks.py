@@ -153,9 +153,9 @@ class Recorder(pl.Callback):
         return steps, initial, params, result["metrics"]
 
 
-def _fit(module, datamodule, recorder, epochs, validate=True):
+def _fit(module, datamodule, recorder, epochs, validate=True, exchange="p2p"):
     trainer = pl.Trainer(
-        strategy=GNNStrategy(exchange="p2p", start_method="fork"), accelerator="cpu", devices=2,
+        strategy=GNNStrategy(exchange=exchange, start_method="fork"), accelerator="cpu", devices=2,
         max_epochs=epochs, logger=False, callbacks=[recorder], enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
         limit_val_batches=None if validate else 0,
@@ -180,15 +180,19 @@ def stores(tmp_path_factory):
     return tmp_path_factory.mktemp("stores")
 
 
-@pytest.mark.parametrize("targets", TARGETS)
-def test_full_batch_training_equals_single_process(targets, stores, tmp_path):
-    """Losses of every epoch, final parameters and the last validation's loss and metrics."""
+@pytest.mark.parametrize(
+    ("targets", "method", "exchange"),
+    [(t, "random", "p2p") for t in TARGETS] + [("multilabel", "vertex-cut", "cd-0")],
+)
+def test_full_batch_training_equals_single_process(targets, method, exchange, stores, tmp_path):
+    """Losses of every epoch, final parameters and the last validation's loss and metrics (on a
+    vertex cut too: targets on every copy of a vertex, masks on its root copy only)."""
     task, epochs = _task(targets), 4
     datamodule = GraphPartitionDataModule(
-        _graph(targets), method="random", num_parts=2, root=str(stores)
+        _graph(targets), method=method, num_parts=2, root=str(stores)
     )
     recorder = Recorder(tmp_path)
-    _fit(_module("sage"), datamodule, recorder, epochs)
+    _fit(_module("sage"), datamodule, recorder, epochs, exchange=exchange)
     steps, initial, params, metrics = recorder.read()
     assert datamodule.task == task
 
