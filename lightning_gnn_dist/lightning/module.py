@@ -181,8 +181,7 @@ class NodePredictor(LightningNeutral, lightning_base="LightningModule"):
             outputs = hp.num_tasks or datamodule.num_tasks
         edge_channels = hp.edge_channels
         if edge_channels is None:
-            shape = getattr(datamodule, "edge_attrs", {}).get("edge_attr", {}).get("shape", [])
-            edge_channels = int(shape[0]) if len(shape) == 1 else 0
+            edge_channels = _edge_attr_width(datamodule, hp.model)
         self._build(in_channels, outputs, edge_channels)
 
     # -- steps ---------------------------------------------------------------------------------
@@ -266,6 +265,27 @@ class NodePredictor(LightningNeutral, lightning_base="LightningModule"):
         return torch.optim.Adam(
             self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay
         )
+
+
+def _edge_attr_width(datamodule, model: str) -> int:
+    """``d`` of the datamodule's ``edge_attr [E, d]`` (``0`` without one).
+
+    Raises:
+        ValueError: ``deepergcn`` and an ``edge_attr`` of another shape, naming it.
+    """
+    record = getattr(datamodule, "edge_attrs", {}).get("edge_attr")
+    if record is None:
+        return 0
+    shape = list(record.get("shape", []))
+    if len(shape) != 1:
+        if model.lower() == "deepergcn":
+            raise ValueError(
+                f"deepergcn reads edge_attr [E, d], but the graph's edge_attr has shape "
+                f"[E{''.join(f', {n}' for n in shape)}]; reshape it to [E, d] (or set "
+                "edge_channels=0 to train without it)"
+            )
+        return 0
+    return int(shape[0])
 
 
 class NodeClassifier(NodePredictor):

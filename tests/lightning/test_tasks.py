@@ -491,6 +491,21 @@ def test_a_task_other_than_the_datamodules_is_refused():
         module.configure_model()
 
 
+def test_deepergcn_reads_the_datamodules_edge_feature_width():
+    def configured(shape):
+        module = NodePredictor("deepergcn", in_channels=4, task="multilabel", num_tasks=3)
+        module.model = None  # built by configure_model from the datamodule
+        attrs = {} if shape is None else {"edge_attr": {"shape": shape}}
+        datamodule = type("DM", (), {"task": "multilabel", "edge_attrs": attrs})
+        module._trainer = type("Trainer", (), {"datamodule": datamodule})
+        module.configure_model()
+        return module.model.edge_channels
+
+    assert configured([8]) == 8 and configured(None) == 0
+    with pytest.raises(ValueError, match=r"edge_attr has shape \[E\]; reshape it to \[E, d\]"):
+        configured([])
+
+
 def test_node_classifier_keeps_its_arguments_and_checkpoints():
     """Old code: NodeClassifier(in_channels, num_classes) builds at once, multiclass; an old
     checkpoint's hyperparameters (no task) rebuild it, and NodePredictor reads them the same."""
