@@ -15,7 +15,9 @@ module                       what it holds
                              full-batch or mini-batch loaders
 :mod:`.callbacks`            communication table, partition report, prediction writer
 :mod:`.batch_monitor`        per-batch communication of mini-batch loaders
-:mod:`.module`               :class:`~.module.NodeClassifier`, the reference LightningModule
+:mod:`.module`               :class:`~.module.NodePredictor` (``NodeClassifier``), the reference
+                             LightningModule of the three node tasks
+:mod:`.metrics`              losses and synchronised metrics of each task, unlabelled left out
 :mod:`.launcher`             the subprocess launcher: one-line rank failures, clean exits
 :mod:`.reports`              a rank's failure report, read by rank 0 or by ``emulate`` (light)
 :mod:`.resume`               what a checkpoint holds beyond Lightning's own state

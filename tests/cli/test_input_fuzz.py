@@ -374,7 +374,7 @@ LIGHTNING_CASES = {
     "validate-without-checkpoint": ("@validate", "would evaluate an untrained model"),
     "predict-without-writer": ("@predict", "--ckpt_path", "missing.ckpt", "would write nothing"),
     # issue 29, item 7: accepted, then refused on every rank after launch (or misread)
-    "rdm-order-length": (*RDM, "dsdsdsdsds", "rdm_order='dsdsdsdsds' does not fit NodeClassifier"),
+    "rdm-order-length": (*RDM, "dsdsdsdsds", "rdm_order='dsdsdsdsds' does not fit NodePredictor"),
     "rdm-order-case": (*RDM, "Model", "rdm_order='Model': use 'auto'"),
     "plan-methods-unknown": (*plan("methods: [nope]"), "unknown partition method 'nope'"),
     "plan-methods-letters": (*plan("methods: mts"), "unknown partition method 'mts'"),
