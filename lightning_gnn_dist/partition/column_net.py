@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from torch_geometric.data import Data
 
-from lightning_gnn_dist.data.graph import column_net_pins, row_nnz
+from lightning_gnn_dist.data.graph import column_net_pins
+from lightning_gnn_dist.partition.arrays import row_nnz
 
 
 @dataclass(frozen=True)

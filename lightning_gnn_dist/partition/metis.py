@@ -19,7 +19,7 @@ import numpy as np
 import pymetis
 from torch_geometric.data import Data
 
-from lightning_gnn_dist.data.graph import symmetric_csr
+from lightning_gnn_dist.partition.arrays import symmetric_csr
 from lightning_gnn_dist.partition.base import Partitioner, native_seed, register_partitioner
 from lightning_gnn_dist.partition.weights import (
     DEFAULT_VERTEX_WEIGHT,
@@ -98,7 +98,8 @@ class MetisPartitioner(Partitioner):
         else:
             masks = None
             constraints = weights
-        indptr, indices = symmetric_csr(data.edge_index, num_nodes)
+        # int64: pymetis' index type (no copy); built in place, ~16 bytes per directed edge.
+        indptr, indices = symmetric_csr(data.edge_index, num_nodes, np.int64)
         if indices.size == 0:
             return _deal_round_robin(masks, num_nodes, num_parts)
         seed = native_seed(self.seed)
