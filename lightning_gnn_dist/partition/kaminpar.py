@@ -19,7 +19,7 @@ from torch_geometric.data import Data
 
 from lightning_gnn_dist.partition.arrays import EdgeView
 from lightning_gnn_dist.partition.backends import kaminpar as backend
-from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
+from lightning_gnn_dist.partition.base import Partitioner, estimate_seconds, register_partitioner
 from lightning_gnn_dist.partition.volume import VolumeRefineResult, refine_volume
 from lightning_gnn_dist.partition.weights import (
     DEFAULT_VERTEX_WEIGHT,
@@ -118,7 +118,11 @@ class KaMinParPartitioner(Partitioner):
             assignment = np.empty(num_nodes, dtype=np.int64)
             assignment[order] = np.arange(num_nodes) % num_parts
             return assignment
-        with status(f"KaMinPar ({self.context}): {num_nodes:,} vertices into {num_parts} parts"):
+        num_edges = int(data.edge_index.size(1))
+        with status(
+            f"KaMinPar ({self.context}): {num_nodes:,} vertices into {num_parts} parts",
+            estimate_seconds("kaminpar", num_edges) * 0.6,
+        ):
             assignment = backend.partition_graph(
                 view,
                 weights,
@@ -131,7 +135,10 @@ class KaMinParPartitioner(Partitioner):
             )
         if not self.refine:
             return assignment
-        with status("refining toward the communication volume"):
+        with status(
+            "refining toward the communication volume",
+            estimate_seconds("kaminpar", num_edges) * 0.4,
+        ):
             self.last_refinement = refine_volume(
                 view, weights, assignment, num_parts, self.epsilon, seed=self.seed
             )
