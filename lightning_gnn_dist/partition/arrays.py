@@ -224,3 +224,35 @@ def popcount(masks: np.ndarray) -> np.ndarray:
         return np.bitwise_count(masks).astype(np.int64)
     bytes_ = masks.view(np.uint8).reshape(-1, 8)  # pragma: no cover - numpy < 2.0
     return np.unpackbits(bytes_, axis=1).sum(axis=1).astype(np.int64)
+
+
+def column_net_csr(view: EdgeView) -> tuple[np.ndarray, np.ndarray]:
+    """The column-net hypergraph of ``Â`` as CSR: net ``j`` holds vertex ``j`` and the distinct
+    out-neighbours of ``j``, sorted (the same arrays as
+    :func:`~lightning_gnn_dist.partition.column_net.column_net_hypergraph`, built in chunks
+    without a sort: about 8 bytes per pin instead of ~60).
+
+    Returns:
+        ``net_offsets [N + 1] int64``, ``pins [E' + N] int64``.
+    """
+    num_nodes = view.num_nodes
+    sizes = np.ones(num_nodes, dtype=np.int64)  # the diagonal pin of every net
+    below = np.zeros(num_nodes, dtype=np.int64)  # pins of net j smaller than j
+    for src, dst in view.chunks():
+        sizes += np.bincount(src, minlength=num_nodes)
+        below += np.bincount(src[dst < src], minlength=num_nodes)
+    offsets = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    del sizes
+    pins = np.empty(offsets[-1], dtype=np.int64)
+    diagonal = np.arange(num_nodes, dtype=np.int64)
+    pins[offsets[:-1] + below] = diagonal
+    del below
+    # Off-diagonal pin k (in (src, dst) order) of net s lands after the s diagonal pins of the
+    # nets before s, and after its own net's diagonal when it is larger than s.
+    at = 0
+    for src, dst in view.chunks():
+        index = np.arange(at, at + src.size, dtype=np.int64) + src + (dst > src)
+        pins[index] = dst
+        at += src.size
+    return offsets, pins

@@ -68,3 +68,13 @@ def test_net_part_masks_are_the_connectivity_sets(data, shuffled):
     np.testing.assert_array_equal(
         arrays.popcount(expected), [bin(int(m)).count("1") for m in expected]
     )
+
+
+@pytest.mark.parametrize("data", list(_graphs()))
+def test_column_net_csr_equals_the_hypergraph(data, shuffled):
+    nets, expected_pins = reference.column_net_pins(data.edge_index, 37)
+    expected_offsets = np.r_[0, np.cumsum(np.bincount(nets, minlength=37))]
+    offsets, pins = arrays.column_net_csr(arrays.EdgeView(_edge_index(data, shuffled), 37))
+    np.testing.assert_array_equal(offsets, expected_offsets)
+    np.testing.assert_array_equal(pins, expected_pins)
+    assert pins.dtype == np.int64
