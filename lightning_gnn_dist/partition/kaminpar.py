@@ -11,12 +11,14 @@ then lowers the rows the halo exchange moves below METIS's, in time linear in th
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.partition import volume
 from lightning_gnn_dist.partition.arrays import EdgeView
 from lightning_gnn_dist.partition.backends import kaminpar as backend
 from lightning_gnn_dist.partition.base import Partitioner, estimate_seconds, register_partitioner
@@ -138,6 +140,15 @@ class KaMinParPartitioner(Partitioner):
                 timeout=self.timeout,
             )
         if not self.refine:
+            return assignment
+        if num_nodes * num_parts > volume.MAX_TABLE_ENTRIES:
+            warnings.warn(
+                f"the volume refinement of {num_nodes} vertices into {num_parts} parts would need "
+                f"a table of more than {volume.MAX_TABLE_ENTRIES} entries; returning KaMinPar's "
+                "partition unrefined (refine=False silences this)",
+                UserWarning,
+                stacklevel=3,
+            )
             return assignment
         with status(
             "refining toward the communication volume",

@@ -36,8 +36,9 @@ import numpy as np
 
 from lightning_gnn_dist.partition.arrays import CHUNK, EdgeView
 
-#: Largest ``N * P`` entries of the dense pin-count table (``int32``: 1 GiB).
-MAX_TABLE_ENTRIES = 1 << 28
+#: Largest ``N * P`` entries of the dense pin-count table (``int32``: 256 MiB; it is counted
+#: with ``int64`` bincounts of twice that size).
+MAX_TABLE_ENTRIES = 1 << 26
 
 
 @dataclass(frozen=True)

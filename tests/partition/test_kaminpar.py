@@ -85,6 +85,19 @@ def test_volume_refinement_is_exact_on_multigraphs(seed):
     assert (loads[moved_into] <= _bound(weights, num_parts, epsilon)).all()
 
 
+def test_too_large_a_refinement_is_refused_or_skipped(rmat, monkeypatch):
+    from lightning_gnn_dist.partition import volume
+
+    monkeypatch.setattr(volume, "MAX_TABLE_ENTRIES", rmat.num_nodes * 3)
+    view = EdgeView(rmat.edge_index, rmat.num_nodes)
+    with pytest.raises(ValueError, match=r"2048 x 4 table.*turn it off \(refine=False\)"):
+        refine_volume(view, np.ones(rmat.num_nodes), np.zeros(rmat.num_nodes, int), 4, 0.03)
+    with pytest.warns(UserWarning, match="returning KaMinPar's partition unrefined"):
+        parts = get_partitioner("kaminpar", seed=3).partition(rmat, 4)
+    plain = get_partitioner("kaminpar", seed=3, refine=False, epsilon=0.015).partition(rmat, 4)
+    np.testing.assert_array_equal(parts, plain)
+
+
 def test_options_are_checked():
     with pytest.raises(ValueError, match="unknown KaMinPar context 'turbo'"):
         get_partitioner("kaminpar", context="turbo")
