@@ -83,10 +83,7 @@ def _seconds(row: dict) -> str:
 
 
 def display_rows(report: dict, graph: str) -> list[dict]:
-    order = {
-        m: i
-        for i, m in enumerate((*VS_METIS, "metis", "random"))
-    }
+    order = {m: i for i, m in enumerate((*VS_METIS, "metis", "random"))}
     rows = sorted(
         (r for r in report["rows"] if r["graph"] == graph),
         key=lambda r: (r["num_parts"], order.get(r["method"], 9)),
