@@ -52,6 +52,25 @@ def test_kaminpar_is_valid_balanced_deterministic_and_refined(rmat, num_parts):
     )
 
 
+@pytest.mark.parametrize("balance", [None, True, False])
+def test_send_volume_balancing_from_eight_parts(rmat, balance):
+    """By default the busiest part's send volume is lowered from 8 parts on; the step reports
+    exact volumes and the refined assignment is the one returned."""
+    partitioner = get_partitioner("kaminpar", seed=1, balance_send_volume=balance)
+    assignment = partitioner.partition(rmat, 8)
+    send = partitioner.last_send_refinement
+    if balance is False:
+        assert send is None
+        return
+    metrics = partition_metrics(rmat, assignment, 8)
+    assert send.max_send_rows_after == metrics.send_rows.max() < send.max_send_rows_before
+    assert send.total_volume_rows_before == partitioner.last_refinement.total_volume_rows_after
+    assert metrics.total_volume_rows <= 1.05 * send.total_volume_rows_before
+    two = get_partitioner("kaminpar", seed=1, balance_send_volume=balance)
+    two.partition(rmat, 2)
+    assert (two.last_send_refinement is None) == (balance is None)
+
+
 def test_kaminpar_different_seeds_and_edgeless_graph(rmat):
     a = get_partitioner("kaminpar", seed=0).partition(rmat, 4)
     b = get_partitioner("kaminpar", seed=1).partition(rmat, 4)
@@ -107,6 +126,10 @@ def test_options_are_checked():
         get_partitioner("kaminpar", preset="fast")
     with pytest.raises(ValueError, match="timeout must be a positive number"):
         get_partitioner("kaminpar", timeout=0)
+    with pytest.raises(ValueError, match="volume_slack must be in"):
+        get_partitioner("kaminpar", volume_slack=-1)
+    with pytest.raises(ValueError, match="balance_send_volume must be"):
+        get_partitioner("kaminpar", balance_send_volume="yes")
 
 
 def test_a_failing_child_is_a_runtime_error(rmat, monkeypatch):
