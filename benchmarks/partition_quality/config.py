@@ -27,7 +27,7 @@ PAPER_OPTIONS = {"vertex_weight": "nnz"}
 #: Execution order (cheapest first) and labels.
 METHODS = ("random", "metis", "kaminpar", "hypergraph-mtkahypar", "hypergraph-kahypar")
 LABELS = {
-    "kaminpar": "KP (KaMinPar + km1 refinement)",
+    "kaminpar": "KP (KaMinPar, refined)",
     "hypergraph-mtkahypar": "HP (Mt-KaHyPar)",
     "hypergraph-kahypar": "HP (KaHyPar)",
     "metis": "GP (METIS)",
