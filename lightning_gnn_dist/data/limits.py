@@ -210,7 +210,7 @@ def check_vertex_id(path: str | os.PathLike, line: int, vertex_id: int) -> None:
 #: lists. Methods not listed get :data:`_PARTITION_BYTES_PER_EDGE_OTHER`.
 _PARTITION_BYTES_PER_EDGE = {
     "metis": 300.0,
-    "kaminpar": 40.0,
+    "kaminpar": 48.0,
     "random": 0.0,
     "hypergraph": 400.0,
     "hypergraph-mtkahypar": 400.0,
