@@ -68,6 +68,12 @@ class LocalPartition:
         edge_attrs: every edge attribute (``edge_weight``, ``edge_attr``, ...) ``[E_local, ...]``
             in ``edge_index`` order: a rank holds the in-edges of its owned vertices, so no edge
             attribute crosses the network in a halo exchange.
+        link_label_index: link stores only: split → ``[2, n] int64`` supervision pairs (dataset
+            ids) whose source the part owns (:mod:`~lightning_gnn_dist.data.links`); ``{}``
+            otherwise.
+        link_label: split → ``[n]`` their labels (``0`` marks a stored negative).
+        link_label_id: split → ``[n] int64`` each pair's position in its split (what keys its
+            negatives' random stream).
     """
 
     part_id: int
@@ -94,6 +100,9 @@ class LocalPartition:
     edge_ids: Tensor | None = None
     node_attrs: dict[str, Tensor] = field(default_factory=dict)
     edge_attrs: dict[str, Tensor] = field(default_factory=dict)
+    link_label_index: dict[str, Tensor] = field(default_factory=dict)
+    link_label: dict[str, Tensor] = field(default_factory=dict)
+    link_label_id: dict[str, Tensor] = field(default_factory=dict)
 
     def host_offsets(self) -> list[int]:
         """``part_offsets`` as host integers, read once per tensor: on a GPU, reading them

@@ -153,6 +153,9 @@ class VertexCutPart:
             every copy, as ``x``).
         edge_attrs: every edge attribute by name, ``[E_local, ...]`` in ``edge_index`` order
             (each edge lives on one part, with its values).
+        link_label_index, link_label, link_label_id: link stores only, as
+            :class:`~lightning_gnn_dist.data.local.LocalPartition`'s (the pairs whose source's
+            root copy is on this part).
     """
 
     part_id: int
@@ -176,6 +179,9 @@ class VertexCutPart:
     edge_ids: Tensor | None = None
     node_attrs: dict[str, Tensor] = field(default_factory=dict)
     edge_attrs: dict[str, Tensor] = field(default_factory=dict)
+    link_label_index: dict[str, Tensor] = field(default_factory=dict)
+    link_label: dict[str, Tensor] = field(default_factory=dict)
+    link_label_id: dict[str, Tensor] = field(default_factory=dict)
 
     kind = "vertex-cut"
 

@@ -40,6 +40,7 @@ import numpy as np
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.graph import graph_fingerprint
+from lightning_gnn_dist.data.links import LinkSplit
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.vertex_cut import VertexCutPart
 from lightning_gnn_dist.partition.base import Partitioner, check_num_parts
@@ -262,6 +263,7 @@ def partition_to_store(
     topology: Topology | None = None,
     placement: str = "naive",
     naive: np.ndarray | None = None,
+    link: LinkSplit | None = None,
 ) -> PartitionStore:
     """Partition ``data`` into ``path``, or reuse the store there if it matches and is intact.
 
@@ -295,6 +297,10 @@ def partition_to_store(
             store as without it for a deterministic partitioner; ``meta["seconds"]`` then counts
             the placement only). The caller vouches that it comes from ``partitioner``'s
             settings. (default: ``None``, partition; see :func:`placed_assignment`)
+        link: a link store's edge split (:mod:`~lightning_gnn_dist.data.links`); ``data`` is
+            then its message-passing graph. Each part stores the supervision pairs whose source
+            it owns, ``meta.json`` the ``link`` key, and the split's settings join the store's
+            ``settings`` (a store split another way is refused by name). (default: ``None``)
 
     Raises:
         PartitionStoreError: ``path`` holds a store for other data or settings, or a corrupt
@@ -306,6 +312,8 @@ def partition_to_store(
     path = Path(path)
     fingerprint = graph_fingerprint(data)
     settings = {**partitioner.settings(), "num_parts": int(num_parts)}
+    if link is not None:
+        settings |= link.settings
     for kind in ("tmp", "old"):  # folders of killed runs
         remove_stale(path.parent, f".{path.name}.{kind}-")
     occupied = path.exists() and not _is_empty_dir(path)
@@ -338,11 +346,13 @@ def partition_to_store(
     tmp = make_owned_dir(path.parent, f".{path.name}.tmp-")
     try:
         np.save(tmp / "assignment.npy", assignment)
+        owner = partitioner.label_owner(data, assignment, num_parts)
         parts = partitioner.build_parts(data, assignment, num_parts)
+        if link is not None:  # each part stores the pairs whose source it owns
+            parts = link.attach(parts, owner, num_parts)
         for part in track(parts, "writing parts", total=num_parts):
             part.save(tmp / _part_name(part.part_id))
         names = ["assignment.npy", *(_part_name(p) for p in range(num_parts))]
-        owner = partitioner.label_owner(data, assignment, num_parts)
         meta = {
             "format_version": FORMAT_VERSION,
             "kind": partitioner.kind,
@@ -362,6 +372,8 @@ def partition_to_store(
             "files": {name: _sha256(tmp / name) for name in names},
             "file_bytes": {name: (tmp / name).stat().st_size for name in names},
         }
+        if link is not None:
+            meta["link"] = link.meta(owner, num_parts)
         if topology is not None:
             meta["placement"] = {
                 "num_nodes": topology.num_nodes,
