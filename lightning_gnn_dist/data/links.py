@@ -295,9 +295,10 @@ def _pair_keys(index: Tensor, num_nodes: int, undirected: bool) -> np.ndarray:
 def check_label_index(
     edge_label_index: Mapping[str, Tensor],
     edge_label: Mapping[str, Tensor] | None,
-    num_nodes: int,
+    num_nodes: int | None,
 ) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-    """The user's supervision pairs and labels as ``int64 [2, n]`` and ``[n]`` tensors.
+    """The user's supervision pairs and labels as ``int64 [2, n]`` and ``[n]`` tensors
+    (``num_nodes=None``: ids not checked against the graph's range, which is unknown yet).
 
     Raises:
         ValueError: an unknown split name, a pair tensor not ``[2, n]`` integers, a vertex id
@@ -327,7 +328,12 @@ def check_label_index(
                 f"{tuple(index.shape)}, dtype {index.dtype})"
             )
         index = index.long()
-        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= num_nodes):
+        if index.numel() and int(index.min()) < 0:
+            raise ValueError(
+                f"edge_label_index[{split!r}] holds vertex id {int(index.min())}, below 0; pairs "
+                "must use the dataset's vertex ids"
+            )
+        if num_nodes is not None and index.numel() and int(index.max()) >= num_nodes:
             bad = int(index.max()) if int(index.max()) >= num_nodes else int(index.min())
             raise ValueError(
                 f"edge_label_index[{split!r}] holds vertex id {bad}, outside [0, {num_nodes}) "
@@ -367,18 +373,7 @@ def user_link_split(
     src, dst = data.edge_index.numpy()
     if undirected is None:
         undirected = _pair_directions(src, dst)[1] is not None
-    seen: dict[str, np.ndarray] = {}
-    for split, index in label_index.items():
-        keys = np.unique(_pair_keys(index[:, label[split] != 0], num_nodes, undirected))
-        for other, other_keys in seen.items():
-            common = np.intersect1d(keys, other_keys)
-            if common.size:
-                u, v = divmod(int(common[0]), num_nodes)
-                raise ValueError(
-                    f"the user splits overlap: edge ({u}, {v}) is a positive pair of both "
-                    f"{other!r} and {split!r} ({common.size} shared); make the splits disjoint"
-                )
-        seen[split] = keys
+    seen = check_disjoint(label_index, label, num_nodes, undirected)
     held_out = np.concatenate([seen.get(s, np.empty(0, np.int64)) for s in ("val", "test")])
     graph_keys = _pair_keys(data.edge_index, num_nodes, undirected)
     keep = ~np.isin(graph_keys, held_out)
@@ -407,6 +402,36 @@ def user_link_split(
     return split
 
 
+def check_disjoint(
+    label_index: Mapping[str, Tensor],
+    label: Mapping[str, Tensor],
+    num_nodes: int | None,
+    undirected: bool,
+) -> dict[str, np.ndarray]:
+    """Refuse a positive pair (label ``!= 0``) in two splits; returns each split's sorted pair
+    keys (``min · N + max`` when ``undirected``).
+
+    Raises:
+        ValueError: naming one shared pair, both splits and how many pairs they share.
+    """
+    if num_nodes is None:  # before the graph is loaded: the ids' own range
+        num_nodes = max((int(i.max()) + 1 for i in label_index.values() if i.numel()), default=1)
+    span = num_nodes
+    seen: dict[str, np.ndarray] = {}
+    for split, index in label_index.items():
+        keys = np.unique(_pair_keys(index[:, label[split] != 0], span, undirected))
+        for other, other_keys in seen.items():
+            common = np.intersect1d(keys, other_keys)
+            if common.size:
+                u, v = divmod(int(common[0]), span)
+                raise ValueError(
+                    f"the user splits overlap: edge ({u}, {v}) is a positive pair of both "
+                    f"{other!r} and {split!r} ({common.size} shared); make the splits disjoint"
+                )
+        seen[split] = keys
+    return seen
+
+
 def split_digest(split: LinkSplit) -> str:
     """sha256 of the split's message-passing edges, pairs and labels."""
     digest = hashlib.sha256(split.edge_ids.numpy().tobytes())
@@ -422,6 +447,7 @@ def split_digest(split: LinkSplit) -> str:
 __all__ = [
     "SPLITS",
     "LinkSplit",
+    "check_disjoint",
     "check_label_index",
     "is_undirected_multigraph",
     "random_link_split",

@@ -71,7 +71,10 @@ def test_split_is_disjoint_and_keeps_both_directions_together(graph, disjoint, r
         zip(torch.minimum(i[0], i[1]).tolist(), torch.maximum(i[0], i[1]).tolist(), strict=True)
     )
     held_out = keys(split.label_index["val"]) | keys(split.label_index["test"])
-    assert not keys(split.label_index["val"]) & keys(split.label_index["test"]) or graph == "multigraph"
+    assert (
+        not keys(split.label_index["val"]) & keys(split.label_index["test"])
+        or graph == "multigraph"
+    )
     # no held-out edge (either direction) in the message-passing graph, unless a parallel copy
     # of it was drawn for training (a multigraph's copies are edges of their own)
     mp = data.edge_index[:, split.edge_ids]
@@ -116,11 +119,15 @@ def test_user_split_refusals_and_held_out_edges_removed(undirected):
     val_keys = set(map(tuple, val.t().tolist())) | set(map(tuple, val.flip(0).t().tolist()))
     assert not set(map(tuple, mp.t().tolist())) & val_keys
     assert mp.size(1) == undirected.edge_index.size(1) - 2 * 10
-    with pytest.raises(ValueError, match=r"edge \(\d+, \d+\) is a positive pair of both 'train' and 'val'"):
+    with pytest.raises(
+        ValueError, match=r"edge \(\d+, \d+\) is a positive pair of both 'train' and 'val'"
+    ):
         user_link_split(undirected, {"train": train, "val": train[:, :3].flip(0)})
     bad = val.clone()
     bad[1, 0] = n + 5
-    with pytest.raises(ValueError, match=rf"edge_label_index\['val'\] holds vertex id {n + 5}, outside \[0, {n}\)"):
+    with pytest.raises(
+        ValueError, match=rf"edge_label_index\['val'\] holds vertex id {n + 5}, outside \[0, {n}\)"
+    ):
         user_link_split(undirected, {"train": train, "val": bad})
     with pytest.raises(ValueError, match=r"edge_label\['val'\] must hold one label per pair"):
         user_link_split(undirected, {"train": train, "val": val}, {"val": torch.ones(3)})
