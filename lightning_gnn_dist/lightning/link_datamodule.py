@@ -53,6 +53,8 @@ LINK_FIELDS = (
     "link_chunks",
 )
 """Names the link loaders set on every batch: refused as graph attributes."""
+DEFAULT_EVAL_NEGATIVES = 1000
+"""ogbl-citation2's negatives per positive: the default evaluation protocol."""
 
 
 class LinkNeighborLoaders:
@@ -114,9 +116,10 @@ class LinkDataModule(PartitionedDataModule):
         filter_true (bool): redraw training negatives that are true training edges. (default:
             ``False``)
         negative_seed (int): seed of the negatives' streams. (default: ``0``)
-        eval_num_negatives (int): validation/test negatives per positive, uniform over all
-            vertices and the same every evaluation (ogbl-citation2's protocol, ``K = 1000``).
-            (default: ``1000``)
+        eval_num_negatives (int, optional): validation/test negatives per positive, uniform
+            over all vertices and the same every evaluation (ogbl-citation2's protocol); more
+            than the graph's vertices is refused. (default: ``1000``, or the number of vertices
+            of a smaller graph)
         eval_chunk_size (int): evaluation positives scored per chunk with ``loader="full"``
             (bounds the rows one chunk fetches). (default: ``10000``)
         loader (str): ``"full"`` or ``"neighbor"``. (default: ``"full"``)
@@ -155,7 +158,7 @@ class LinkDataModule(PartitionedDataModule):
         num_negatives: int = 1,
         filter_true: bool = False,
         negative_seed: int = 0,
-        eval_num_negatives: int = 1000,
+        eval_num_negatives: int | None = None,
         eval_chunk_size: int = 10000,
         loader: str = "full",
         num_neighbors: list[int] | None = None,
@@ -174,7 +177,8 @@ class LinkDataModule(PartitionedDataModule):
                 "the method for link prediction, e.g. method='metis'"
             )
         check_negatives(negatives, num_negatives)
-        check_negatives("global", eval_num_negatives, "eval_num_negatives")
+        if eval_num_negatives is not None:
+            check_negatives("global", eval_num_negatives, "eval_num_negatives")
         if loader not in LINK_LOADERS:
             raise ValueError(f"undefined loader option {loader!r}; choose 'full' or 'neighbor'")
         if eval_loader not in LINK_LOADERS:
@@ -374,6 +378,8 @@ class LinkDataModule(PartitionedDataModule):
         meta = self.link_meta
         part = self.load_part()
         num_nodes = self.num_nodes
+        if self.eval_num_negatives is None:
+            self.eval_num_negatives = min(DEFAULT_EVAL_NEGATIVES, num_nodes)
         check_negative_count(self.eval_num_negatives, num_nodes, "eval_num_negatives")
         check_negative_count(self.num_negatives, num_nodes, "num_negatives")
         self._base = Data(
@@ -498,7 +504,7 @@ class LinkDataModule(PartitionedDataModule):
         )
 
 
-def _check_link_data(data: Data, num_negatives: int, eval_num_negatives: int) -> None:
+def _check_link_data(data: Data, num_negatives: int, eval_num_negatives: int | None) -> None:
     """What can be refused in an in-memory graph before anything is partitioned."""
     for key in LINK_FIELDS:
         if getattr(data, key, None) is not None:
@@ -512,7 +518,8 @@ def _check_link_data(data: Data, num_negatives: int, eval_num_negatives: int) ->
             )
     num_nodes = int(data.num_nodes)
     check_negative_count(num_negatives, num_nodes, "num_negatives")
-    check_negative_count(eval_num_negatives, num_nodes, "eval_num_negatives")
+    if eval_num_negatives is not None:
+        check_negative_count(eval_num_negatives, num_nodes, "eval_num_negatives")
 
 
 def _check_training_pairs(split: LinkSplit) -> None:
