@@ -20,9 +20,12 @@ the usual synthetic ones are filled in (:func:`~lightning_gnn_dist.data.load_dat
 
 from __future__ import annotations
 
+import contextlib
 import csv
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
@@ -64,6 +67,25 @@ def _version(linkproppred, name: str) -> str:
     return {row[0]: row[column] for row in rows[1:]}.get("version", "1")
 
 
+@contextlib.contextmanager
+def _allow_numpy_unpickling() -> Iterator[None]:
+    """Allow ``torch.load`` to unpickle the numpy arrays of OGB's split files
+    (``split/*/train.pt``: dicts of arrays, which ``ogb`` 1.3.6 loads with torch's default
+    ``weights_only=True`` since torch 2.6): exactly numpy's array reconstruction and dtypes,
+    only for the call."""
+    safe_globals = getattr(torch.serialization, "safe_globals", None)
+    if safe_globals is None:
+        yield
+        return
+    try:
+        from numpy._core.multiarray import _reconstruct
+    except ImportError:  # numpy 1.x
+        from numpy.core.multiarray import _reconstruct
+    dtypes = [getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith("DType")]
+    with safe_globals([_reconstruct, np.ndarray, np.dtype, *dtypes]):
+        yield
+
+
 def load_ogb_link(spec: str) -> tuple[Data, dict[str, Tensor], dict[str, Tensor], dict[str, int]]:
     """``(data, edge_label_index, edge_label, negatives_per_positive)`` of an ``ogb:ogbl-*``
     spec (module docstring); ``?root=DIR`` holds OGB's folders (default ``./data_cache/ogb``).
@@ -87,7 +109,7 @@ def load_ogb_link(spec: str) -> tuple[Data, dict[str, Tensor], dict[str, Tensor]
     root = Path(parsed.options.get("root", DEFAULT_OGB_ROOT))
     linkproppred = _import_ogb()
     _check_release_marker(root, name, _version(linkproppred, name))
-    with _allow_pyg_unpickling():
+    with _allow_pyg_unpickling(), _allow_numpy_unpickling():
         dataset = linkproppred.PygLinkPropPredDataset(name=name, root=str(root))
         split = dataset.get_edge_split()
         graph = dataset[0]
@@ -102,7 +124,7 @@ def load_ogb_link(spec: str) -> tuple[Data, dict[str, Tensor], dict[str, Tensor]
     data.name = name
     index, label, per_positive = {}, {}, {}
     for ogb_name, ours in _SPLITS.items():
-        part = split[ogb_name]
+        part = {key: torch.as_tensor(value) for key, value in split[ogb_name].items()}
         if "source_node" in part:  # citation2: per-source targets
             src, dst = part["source_node"].long(), part["target_node"].long()
             pairs = [torch.stack([src, dst])]

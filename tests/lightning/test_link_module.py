@@ -118,8 +118,11 @@ class Wide(nn.Module):
     [
         (
             lambda g: LinkDataModule(
-                g, edge_label_index={"train": torch.tensor([[1, 2], [3, 4]]),
-                                     "val": torch.tensor([[2], [4]])},
+                g,
+                edge_label_index={
+                    "train": torch.tensor([[1, 2], [3, 4]]),
+                    "val": torch.tensor([[2], [4]]),
+                },
             ),  # fmt: skip
             r"edge \(2, 4\) is a positive pair of both 'train' and 'val'",
         ),
