@@ -212,6 +212,29 @@ def test_task_config_trains_from_the_cli_and_prints_its_metrics(name, tmp_path):
     assert (tmp_path / "checkpoints" / Path(name).stem / "last.ckpt").is_file()
 
 
+# Issue 32: the link-prediction configs train on 2 ranks from the command line and print MRR and
+# Hits@K in the test table (a smaller graph, a few epochs).
+LINK_CONFIGS = {
+    "link_sbm.yaml": ["--trainer.max_epochs", "3", "--trainer.check_val_every_n_epoch", "1"],
+    "link_sbm_neighbor.yaml": ["--trainer.max_epochs", "1"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(LINK_CONFIGS))
+def test_link_config_trains_from_the_cli_and_prints_mrr_and_hits(name, tmp_path):
+    small = "sbm?num_nodes=400&num_classes=8&avg_degree=8&p_ratio=50&features=16"
+    overrides = [*LINK_CONFIGS[name], "--data.init_args.dataset", small]
+    config = str(EXAMPLES / name)
+    result = _run(["-m", "lightning_gnn_dist", "fit", "--config", config, *overrides], tmp_path)
+    assert result.returncode == 0, _tail(result.stdout, result.stderr)
+    for metric in ("test_mrr", "test_hits@20"):
+        values = re.findall(rf"{metric}\s*│\s*([0-9.e-]+)", result.stdout)
+        assert len(values) == 1, _tail(result.stdout, result.stderr)
+        assert 0.0 <= float(values[0]) <= 1.0, (metric, values)
+    assert (tmp_path / "checkpoints" / Path(name).stem / "last.ckpt").is_file()
+
+
 def test_misspelt_config_key_is_rejected(tmp_path):
     """--print_config validates: an unknown model argument fails instead of printing."""
     bad = tmp_path / "bad.yaml"

@@ -9,7 +9,8 @@ The model is any LightningModule, of either Lightning namespace, named by ``clas
 
 A ``model:`` block without ``class_path`` configures :class:`~lightning_gnn_dist.NodePredictor`
 (its task is the datamodule's: class ids, multi-label or regression targets).
-The data is :class:`~lightning_gnn_dist.GraphPartitionDataModule`; every Trainer argument
+The data is :class:`~lightning_gnn_dist.GraphPartitionDataModule`, or the datamodule a ``data:``
+block names by ``class_path`` (``lightning_gnn_dist.LinkDataModule``); every Trainer argument
 (``strategy: gnn_ddp``, ``devices``, ``num_nodes``, callbacks, loggers) comes from the config or
 the command line. The Trainer, callbacks and datamodule are built in the namespace of the model
 class (``lightning.pytorch`` or ``pytorch_lightning``; the default one for ``NodePredictor``).
@@ -31,6 +32,7 @@ from jsonargparse import ArgumentError
 
 from lightning_gnn_dist.lightning.compat import (
     NAMESPACES,
+    LightningNeutral,
     default_namespace,
     lightning_classes,
     lightning_namespace,
@@ -187,12 +189,18 @@ def run_lightning_cli(argv: Sequence[str] | None = None):
     named = _model_class_path(args) is not None
     attributes = {"default_model": None if named else DEFAULT_MODEL}
     cli_class = type("GNNLightningCLI", (_GNNLightningCLI, cli.LightningCLI), attributes)
+    # A `data:` block with a class_path names its datamodule (LinkDataModule, the user's own);
+    # without one it configures GraphPartitionDataModule, as before.
+    data_named = _class_path(args, "data") is not None
     with lightning_namespace(namespace):
         try:
             return cli_class(
                 lightning.LightningModule,
-                GraphPartitionDataModule.for_namespace(namespace),
+                lightning.LightningDataModule
+                if data_named
+                else GraphPartitionDataModule.for_namespace(namespace),
                 subclass_mode_model=True,
+                subclass_mode_data=data_named,
                 args=None if argv is None else args,
                 save_config_kwargs={"overwrite": True},
                 trainer_defaults={
@@ -266,12 +274,22 @@ def model_namespace(args: Sequence[str]) -> str:
     if not isinstance(model_class, type) or not (
         issubclass(model_class, lightning_classes("LightningModule"))
         or issubclass(model_class, NodePredictor)
+        or _neutral_module(model_class)
     ):
         raise CLIError(
             f"model class_path {class_path!r} is {model_class!r}, not a LightningModule; "
             "name a subclass of lightning.pytorch.LightningModule or pytorch_lightning.LightningModule"
         )
     return namespace_of(model_class) or default_namespace()
+
+
+def _neutral_module(model_class: type) -> bool:
+    """A namespace-neutral LightningModule (``LinkPredictor``): concrete once a namespace is
+    chosen."""
+    return (
+        issubclass(model_class, LightningNeutral)
+        and getattr(model_class, "_lightning_base", None) == "LightningModule"
+    )
 
 
 def _import_class(class_path: str) -> Any:
@@ -303,20 +321,27 @@ def _import_class(class_path: str) -> Any:
 
 
 def _model_class_path(args: Sequence[str]) -> str | None:
+    return _class_path(args, "model")
+
+
+def _class_path(args: Sequence[str], section: str) -> str | None:
+    """The ``class_path`` the command line names for ``section`` (``"model"`` or ``"data"``):
+    the last ``--SECTION.class_path``, ``--SECTION`` or ``SECTION.class_path`` of a
+    ``--config`` file wins."""
     found = None
     i = 0
     while i < len(args):
         key, has_value, value = args[i].partition("=")
-        if not has_value and key in ("--config", "-c", "--model", "--model.class_path"):
+        if not has_value and key in ("--config", "-c", f"--{section}", f"--{section}.class_path"):
             value = args[i + 1] if i + 1 < len(args) else ""
             i += 1
         i += 1
         if key in ("--config", "-c"):
             config = _load_yaml(value)
-            model = config.get("model") if isinstance(config, dict) else None
-        elif key == "--model":
+            model = config.get(section) if isinstance(config, dict) else None
+        elif key == f"--{section}":
             model = _load_yaml(value)
-        elif key == "--model.class_path":
+        elif key == f"--{section}.class_path":
             model = value
         else:
             continue
