@@ -141,6 +141,14 @@ RUN: dict[str, Run] = {
         expect=(r"\b[1-9]\d* batch records; measured bytes == predicted: True", FIT_DONE.format(2)),
     ),
     "neighbor": Run(subs=(("max_epochs=3", "max_epochs=2"),), expect=(FIT_DONE.format(2),)),
+    "link-prediction": Run(
+        subs=(
+            ("max_epochs=100", "max_epochs=4"),
+            ("check_val_every_n_epoch=25", "check_val_every_n_epoch=2"),
+        ),
+        expect=(r"score\.ids", r"│\s+yes\s+│", r"test_mrr\s+│\s+0\.\d", FIT_DONE.format(4)),
+        forbid=(MATCH_NO,),
+    ),
     "rank-failure": Run(
         returncode=1,
         expect=(r"(?m)^rank 1 failed: RuntimeError: deliberate failure on rank 1$",),
@@ -173,6 +181,7 @@ RUN: dict[str, Run] = {
         in_process=True, expect=(r"preset='tuned'", r"threads=2", r"preset='fast'", r"quality")
     ),
     "kaminpar": Run(in_process=True, expect=(r"'refine_moves': \d+, 'refine_rounds'",)),
+    "link-own-module": Run(in_process=True, expect=(r"torch\.Size\(\[3\]\)",)),
     "cost-model": Run(in_process=True, expect=(r"(?m)^0\.\d+ \[[0-9. e\n-]+\] \[",)),
     "neighbor-loader-single": Run(in_process=True, expect=(r"^9 Data\(x=\[\d+, 64\]", "n_id=")),
     "own-graph": Run(
@@ -249,6 +258,8 @@ SKIP: dict[str, str] = {
     "examples/existing_module.py, run by tests/test_examples.py",
     "graphsage-fragment": "the lines that change in examples/graphsage_lightning.py, which "
     "tests/test_examples.py runs in both Lightning namespaces",
+    "link-prediction-cli": "tests/test_examples.py trains examples/link_sbm.yaml (and "
+    "link_sbm_neighbor.yaml) through the same CLI on 2 ranks and checks the printed MRR and Hits@K",
     "subgraph-cli": "the `subgraph` snippet runs the same mode; tests/test_examples.py parses the "
     "config and tests/lightning/test_subgraph_*.py train it",
     "multi-node": "needs two machines (torchrun rendezvous on HOST, SLURM's srun)",

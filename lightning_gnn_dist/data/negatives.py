@@ -4,18 +4,15 @@ Every negative keeps its positive's source and replaces the target (tail corrupt
 ``PerSourceUniform(k)``, GraphStorm's ``uniform``, ogbl-citation2's evaluation protocol), so
 a pair is always scored on the rank that owns its source. ``k = num_negatives`` per positive.
 
-=============== ======================================================= ======================
-``negatives``   target of negative ``j`` of pair ``i``                   communication
-=============== ======================================================= ======================
-``"global"``    uniform over all ``N`` vertices: ``hash(seed, epoch,      its embedding row
-                stream, id(i), j) · N / 2³²`` — a function of the pair's  arrives by the score
-                position in its split, so the same on any number of      exchange (8 B id +
-                ranks as in a single-process run: training is exact      ``4·d`` B per row)
-``"local"``     uniform over the vertices this rank owns (GraphStorm's   none (rows are here)
-                ``localuniform``); depends on the partition
-``"in-batch"``  the target of pair ``(i + j + 1) mod n`` of the rank's   none beyond the
-                batch (GraphStorm's ``inbatch``)                         positives'
-=============== ======================================================= ======================
+* ``"global"``: target ``j`` of pair ``i`` uniform over all ``N`` vertices,
+  ``hash(seed, epoch, stream, id(i), j) · N / 2³²`` — a function of the pair's position in its
+  split, so the same on any number of ranks as in a single-process run: training is exact. The
+  targets' embedding rows (mostly remote) arrive by the score exchange: 8 B of id and ``4·d`` B of
+  row per distinct row and step, the gradients back.
+* ``"local"``: uniform over the vertices this rank owns (GraphStorm's ``localuniform``): no row
+  travels for them; the draw depends on the partition.
+* ``"in-batch"``: the target of pair ``(i + j + 1) mod n`` of the rank's batch (GraphStorm's
+  ``inbatch``): no row beyond the positives' travels.
 
 ``filter_true`` (where asked) redraws a global or local negative that is a known true edge of
 its source — an edge of the training graph or a training supervision pair

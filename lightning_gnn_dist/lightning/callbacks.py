@@ -134,6 +134,12 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     received; compute and exchange-wait seconds) and the launch's ``topology`` (``None`` on one
     node).
 
+    With :class:`~lightning_gnn_dist.lightning.link_datamodule.LinkDataModule` (full batch) the
+    score exchange adds its rows beside the layers': ``score`` ``forward``/``backward`` (the
+    far endpoints' embedding rows and their gradients), ``score.ids`` ``request`` (their ids)
+    and ``score`` ``control`` (the per-step request counts), each predicted from the step's
+    pairs (:mod:`~lightning_gnn_dist.comm.score`).
+
     With ``exchange="rdm"`` the records are redistributions (``forward``/``backward``) and panel
     exchanges (``forward-panel``/``backward-panel``) of each layer, their ``rows`` are elements,
     and ``predicted_bytes_total`` is the plan's prediction of the orders that ran.

@@ -89,10 +89,10 @@ class LinkDataModule(PartitionedDataModule):
             ``Data``, or ``"ogb:ogbl-collab?root=DIR"`` (``ogbl-citation2``, ``-ppa``, ``-ddi``:
             the official split, :mod:`~lightning_gnn_dist.data.ogb_link`).
             (default: ``"sbm?num_nodes=2000&num_classes=8&avg_degree=10"``)
-        method, num_parts, root, seed, epsilon, store, verify_dataset, force,
-            partition_options, placement: as :class:`~lightning_gnn_dist.GraphPartitionDataModule`
-            (the message-passing graph is partitioned; ``method="auto"`` is not offered: its
-            cost model plans node training).
+        method, num_parts, root, seed, epsilon, store: as ``GraphPartitionDataModule``'s (the
+            message-passing graph is partitioned; ``method="auto"`` is not offered: its cost
+            model plans node training); so are ``verify_dataset``, ``force``,
+            ``partition_options`` and ``placement``.
         val_ratio (float): edges held out for validation (``RandomLinkSplit``'s ``num_val``).
             (default: ``0.1``)
         test_ratio (float): edges held out for testing. (default: ``0.2``)
@@ -123,9 +123,9 @@ class LinkDataModule(PartitionedDataModule):
         eval_chunk_size (int): evaluation positives scored per chunk with ``loader="full"``
             (bounds the rows one chunk fetches). (default: ``10000``)
         loader (str): ``"full"`` or ``"neighbor"``. (default: ``"full"``)
-        num_neighbors, batch_size, shuffle, replace, eval_num_neighbors, cache_size, prefetch:
-            the neighbour loader's, as in ``GraphPartitionDataModule`` (``batch_size`` counts
-            positive pairs).
+        num_neighbors, batch_size, shuffle, replace: the neighbour loader's, as in
+            ``GraphPartitionDataModule`` (``batch_size`` counts positive pairs); so are
+            ``eval_num_neighbors``, ``cache_size`` and ``prefetch``.
         eval_loader (str): with ``loader="neighbor"``: ``"full"`` (evaluate on the whole part
             with the halo exchange, as full-batch) or ``"neighbor"`` (sampled, the
             ``eval_num_negatives`` negatives as seeds). (default: ``"full"``)

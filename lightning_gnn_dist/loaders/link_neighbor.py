@@ -9,8 +9,8 @@ message per step, the next batch prepared while the current step runs (``prefetc
 depends on ``(seed, epoch, step, rank)`` and dataset ids only, so a single process redraws the
 same batch from the whole graph (``tests/loaders/test_link_neighbor.py``).
 
-A batch is a :class:`~torch_geometric.data.Data` as :class:`~lightning_gnn_dist.loaders.
-neighbor.NeighborLoader`'s (``x``, ``edge_index``, ``n_id``, ``e_id``, attributes,
+A batch is a :class:`~torch_geometric.data.Data` laid out as
+:class:`~lightning_gnn_dist.loaders.neighbor.NeighborLoader`'s (``x``, ``edge_index``, ``n_id``, ``e_id``, attributes,
 ``num_sampled_nodes``/``num_sampled_edges``, ``batch_size`` = the seeds) plus the link fields of
 :mod:`~lightning_gnn_dist.loaders.link` with ``edge_label_index`` indexing the batch's rows
 (seeds first: the model's first ``batch_size`` output rows are the endpoints').

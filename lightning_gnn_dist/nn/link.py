@@ -11,14 +11,11 @@ positive ``i``, see :mod:`~lightning_gnn_dist.data.negatives`) and return a **su
 number of terms it adds up, so that a loss over all ranks is the global sum divided by the
 global count (exact, as node losses are):
 
-================= ======================================================= ==============
-``loss``          term                                                    terms
-================= ======================================================= ==============
-``"bce"``         ``BCE(s⁺, y)`` per positive, ``BCE(s⁻, 0)`` per negative ``n (1 + k)``
-``"bpr"``         ``−log σ(s⁺ᵢ − s⁻ᵢⱼ)``                                    ``n k``
-``"margin"``      ``max(0, margin − s⁺ᵢ + s⁻ᵢⱼ)``                           ``n k``
-``"contrastive"`` softmax cross-entropy of ``[s⁺ᵢ, s⁻ᵢ₁ … s⁻ᵢₖ]``, target 0  ``n``
-================= ======================================================= ==============
+* ``"bce"``: ``BCE(s⁺, y)`` per positive and ``BCE(s⁻, 0)`` per negative, ``n (1 + k)`` terms;
+* ``"bpr"``: ``−log σ(s⁺ᵢ − s⁻ᵢⱼ)`` per (positive, negative), ``n k`` terms;
+* ``"margin"``: ``max(0, margin − s⁺ᵢ + s⁻ᵢⱼ)`` per (positive, negative), ``n k`` terms;
+* ``"contrastive"``: the softmax cross-entropy of ``[s⁺ᵢ, s⁻ᵢ₁ … s⁻ᵢₖ]`` with target 0,
+  ``n`` terms.
 
 Masked-out negatives (``valid = False``, see ``filter_true``) add nothing but still count, so the
 divisor never needs a collective.
