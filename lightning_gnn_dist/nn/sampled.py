@@ -37,12 +37,17 @@ class SampledBatch:
         in_degree: ``[num_nodes] int64`` global in-degree without self loops, or ``None`` (the
             batch's own degrees are used).
         num_self_loops: ``[num_nodes] int64`` global self loops, or ``None``.
+        num_sampled_nodes: vertices first reached at each hop (seeds first), or ``None``.
+        num_sampled_edges: edges sampled at each hop, or ``None`` (with ``num_sampled_nodes``,
+            what :mod:`~lightning_gnn_dist.nn.trim` trims a PyG model with).
     """
 
     edge_index: Tensor
     num_nodes: int
     in_degree: Tensor | None = None
     num_self_loops: Tensor | None = None
+    num_sampled_nodes: list[int] | None = None
+    num_sampled_edges: list[int] | None = None
 
     kind = "sampled"
     num_halo = 0
@@ -135,6 +140,8 @@ class SampledBatchContext(GraphContext):
             int(batch.num_nodes),
             getattr(batch, "global_in_degree", None),
             getattr(batch, "global_self_loops", None),
+            _counts(getattr(batch, "num_sampled_nodes", None)),
+            _counts(getattr(batch, "num_sampled_edges", None)),
         )
         return cls(view, NoHalo(group))
 
@@ -193,3 +200,31 @@ class SampledBatchContext(GraphContext):
                 SparseMatrix(none, none.entry_values(weight[:0])),
             )
         return cache[key]
+
+    def gcn_rows(
+        self,
+        add_self_loops: bool,
+        improved: bool,
+        normalize: bool,
+        edge_index: Tensor,
+        num_nodes: int,
+        num_rows: int,
+        num_cols: int,
+    ) -> SparseMatrix:
+        """Rows ``[:num_rows]`` and columns ``[:num_cols]`` of :meth:`gcn_matrices`'
+        ``num_nodes × num_nodes`` matrix of ``edge_index`` (cached): a GCN layer computed for its
+        first ``num_rows`` targets only, normalised as over all ``num_nodes`` rows. Valid when
+        those targets' sources all lie below ``num_cols`` (a hop-ordered batch)."""
+        owned, _ = self.gcn_matrices(add_self_loops, improved, normalize, edge_index, num_nodes)
+        if (num_rows, num_cols) == owned.shape:
+            return owned
+        _, _, cache = self._layer_graph(edge_index, num_nodes)
+        key = ("gcn-rows", add_self_loops, improved, normalize, num_nodes, num_rows, num_cols)
+        if key not in cache:
+            cache[key] = owned.row_prefix(num_rows, num_cols)
+        return cache[key]
+
+
+def _counts(counts) -> list[int] | None:
+    """Per-hop counts as a list of ints (a batch may hold a list or a tensor), or ``None``."""
+    return None if counts is None else [int(c) for c in counts]
