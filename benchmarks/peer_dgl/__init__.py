@@ -283,7 +283,7 @@ def run(r: Run) -> None:
                     "wall": [rec["wall"] for rec in records],
                     "first_epoch": {"cpu": first["cpu"], "wall": first["wall"]},
                     "startup_s": result.get("startup_s"),
-                    "load_average": load_average(),
+                    "load_average": load_average()[0],
                     "phases": [rec["phases_cpu"] for rec in records],
                     "accuracy": result["accuracy"],
                     "steps": result["records"][0].get("steps"),

@@ -27,22 +27,29 @@ GATv2) run on the sources and keep the targets' rows (their self loops are the t
 The model runs as PyG runs it (no trimming) where a row it computes could change anything else:
 norm layers (batch statistics over the rows), jumping knowledge, edge weights or attributes,
 ``batch`` vectors, a batch with other hops than layers, another ``edge_index`` than the batch's,
-subclasses and other models. Dropout draws its masks for the rows computed only, with
-:func:`~lightning_gnn_dist.nn.models.dropout`: the same distribution as untrimmed, not the same
-random numbers.
+subclasses and other models. Dropout draws its masks for the rows computed only, from another
+generator (:func:`relu_dropout`): the same distribution as untrimmed, not the same random numbers.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numpy as np
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.parameter import UninitializedParameter
 from torch_geometric.nn import GATConv, GATv2Conv, GCNConv, GINConv, GraphConv, SAGEConv
 from torch_geometric.nn.models import GAT, GCN, GIN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from lightning_gnn_dist.data.csr import hop_prefix
+from lightning_gnn_dist.data.sampler import use_compiled
 from lightning_gnn_dist.nn.context import current_graph_context
+from lightning_gnn_dist.nn.conv import DistSAGEConv
+from lightning_gnn_dist.nn.fused import sparse_matrix
 from lightning_gnn_dist.nn.models import dropout
 from lightning_gnn_dist.nn.spmm import spmm
 
@@ -178,6 +185,25 @@ def _layer_kind(conv: nn.Module) -> str | None:
     return None
 
 
+def _sage_aggregates_first(conv, x: Tensor) -> bool:
+    """A ``SAGEConv`` that aggregates its input before ``lin_l`` (as PyG's, or as
+    :class:`~lightning_gnn_dist.nn.conv.DistSAGEConv` does for an input without gradient or a
+    widening layer), with PyG's defaults otherwise: mean or sum, no projection or
+    normalisation, a root weight without bias."""
+    return (
+        isinstance(conv, SAGEConv)
+        and conv.aggr in ("mean", "sum", "add")
+        and not conv.project
+        and not conv.normalize
+        and conv.root_weight
+        and conv.lin_r.bias is None
+        and not isinstance(conv.lin_l.weight, UninitializedParameter)
+        and not (
+            isinstance(conv, DistSAGEConv) and x.requires_grad and conv.out_channels < x.size(1)
+        )
+    )
+
+
 def _trimmed_forward(model: BasicGNN, x: Tensor, plan: _Plan) -> Tensor:
     """``BasicGNN.forward`` (no norms, no jumping knowledge) with layer ``i`` computed for the
     vertices of hops ``0 .. L−i−1`` only (all of PyG's trimmed rows at the last layer when the
@@ -189,27 +215,78 @@ def _trimmed_forward(model: BasicGNN, x: Tensor, plan: _Plan) -> Tensor:
         num_dst = num_src if plan.pyg_trimmed and hops == 1 else sum(plan.num_nodes[:hops])
         edges = hop_prefix(plan.edge_index, sum(plan.num_edges[:hops]))
         x = _layer(conv, x, edges, num_src, num_dst, plan)
-        if i < num_layers - 1:
-            if model.act is not None and model.act_first:
-                x = model.act(x)
-            if model.act is not None and not model.act_first:
-                x = model.act(x)
-            x = _dropout(model.dropout, x)
+        if i < num_layers - 1:  # no norms here: the activation, then dropout
+            x = _activation_and_dropout(model, x)
     return x
 
 
-def _dropout(module: nn.Module, x: Tensor) -> Tensor:
-    """The model's dropout; PyG's ``torch.nn.Dropout`` as :func:`~lightning_gnn_dist.nn.models.
-    dropout` (the same distribution; ``torch``'s CPU Bernoulli sampler takes ~4× as long)."""
-    if type(module) is nn.Dropout:
-        return dropout(x, module.p, module.training)
-    return module(x)
+def _activation_and_dropout(model: BasicGNN, x: Tensor) -> Tensor:
+    """``model.dropout(model.act(x))``; PyG's ``ReLU`` and ``Dropout`` as one compiled pass
+    (:func:`relu_dropout`), a ``Dropout`` after another activation as
+    :func:`~lightning_gnn_dist.nn.models.dropout` (both: the same distribution as
+    ``torch.nn.Dropout``, other random numbers; ``torch``'s CPU Bernoulli sampler takes ~4× as
+    long as its uniform one)."""
+    act, drop = model.act, model.dropout
+    if type(drop) is not nn.Dropout or not drop.training or not 0.0 < drop.p < 1.0:
+        return drop(x if act is None else act(x))
+    if type(act) is nn.ReLU:
+        return relu_dropout(x, drop.p)
+    return dropout(x if act is None else act(x), drop.p, training=True)
+
+
+def relu_dropout(x: Tensor, p: float) -> Tensor:
+    """``dropout(relu(x), p)`` (training, ``0 < p < 1``): one compiled pass forward and backward
+    where ``numba`` is installed (CPU, float32/float64; see :mod:`lightning_gnn_dist.nn.
+    _compiled`), else ``relu`` then :func:`~lightning_gnn_dist.nn.models.dropout`."""
+    if (
+        x.device.type != "cpu"
+        or x.dtype not in (torch.float32, torch.float64)
+        or not use_compiled()
+    ):
+        return dropout(x.relu(), p, training=True)
+    return _ReluDropout.apply(x, p)
+
+
+class _ReluDropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, p: float) -> Tensor:
+        kernels = _compiled()
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        seed = int(torch.randint(0, 2**62, (1,)))  # from torch's generator: manual_seed holds
+        threshold = np.uint64(math.ceil(p * 2**24))  # keep when a 24-bit draw is >= p·2^24
+        scale = np.dtype(str(x.dtype).removeprefix("torch.")).type(1.0 / (1.0 - p))
+        kernels.relu_dropout(x.view(-1).numpy(), out.view(-1).numpy(), seed, threshold, scale)
+        ctx.save_for_backward(out)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (out,) = ctx.saved_tensors
+        grad = grad.contiguous()
+        grad_in = torch.empty_like(grad)
+        _compiled().relu_dropout_backward(
+            grad.view(-1).numpy(), out.view(-1).numpy(), grad_in.view(-1).numpy(), ctx.scale
+        )
+        return grad_in, None
+
+
+def _compiled():
+    from lightning_gnn_dist.nn import _compiled as compiled  # imports numba: on first use
+
+    return compiled
 
 
 def _layer(conv, x: Tensor, edges: Tensor, num_src: int, num_dst: int, plan: _Plan) -> Tensor:
     """``conv``'s output rows ``[:num_dst]`` from the source rows ``x [num_src, d]`` over the
     hop-prefix ``edges``."""
     kind = _layer_kind(conv)
+    if kind == "bipartite" and _sage_aggregates_first(conv, x):
+        # lin_l(mean(x_src)) + lin_r(x_dst) as one product with both weights side by side.
+        aggregated = spmm(sparse_matrix(edges, num_dst, num_src, None, conv.aggr), x)
+        weight = torch.cat([conv.lin_l.weight, conv.lin_r.weight], 1)
+        return F.linear(torch.cat([aggregated, x[:num_dst]], 1), weight, conv.lin_l.bias)
     if kind == "bipartite":
         return conv((x, x[:num_dst]), edges, size=(num_src, num_dst))
     if kind == "attention":

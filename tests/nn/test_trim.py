@@ -178,3 +178,34 @@ def test_trim_per_hop_keeps_the_model(graph):
     loss = F.cross_entropy(out, batch.y[: batch.batch_size])
     loss.backward()
     assert out.shape == (batch.batch_size, CLASSES) and torch.isfinite(loss)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_relu_dropout_is_dropout_of_relu(compiled, p):
+    """The trimmed models' ``dropout(relu(x))`` (one compiled pass where numba is installed):
+    each element is ``relu(x) / (1 − p)`` or ``0``, positive elements are kept with probability
+    ``1 − p``, the gradient flows where the output is positive, and ``torch.manual_seed``
+    reproduces it."""
+    from lightning_gnn_dist.data.sampler import use_compiled
+    from lightning_gnn_dist.nn.trim import relu_dropout
+
+    use_compiled(compiled)
+    try:
+        x = torch.randn(400, 500, dtype=torch.float64, requires_grad=True)
+        torch.manual_seed(7)
+        out = relu_dropout(x, p)
+        torch.manual_seed(7)
+        again = relu_dropout(x, p)
+        other = relu_dropout(x, p)
+    finally:
+        use_compiled(True)
+    assert torch.equal(out, again) and not torch.equal(out, other)
+    kept = out != 0
+    torch.testing.assert_close(out[kept], x.detach()[kept] / (1 - p))
+    positive = x.detach() > 0
+    assert not bool((kept & ~positive).any())
+    assert float(kept.sum() / positive.sum()) == pytest.approx(1 - p, abs=0.01)
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    torch.testing.assert_close(x.grad, torch.where(kept, grad / (1 - p), 0.0))
