@@ -27,4 +27,5 @@ NAMES = (
     "rdm",
     "peer_dgl",
     "auto_plan",
+    "gpu_check",
 )

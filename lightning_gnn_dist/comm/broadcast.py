@@ -53,7 +53,11 @@ class BroadcastExchange(HaloExchange):
         return self._halo_blocks
 
     def _block_sizes(self) -> list[int]:
-        return torch.diff(self.partition.part_offsets).tolist()
+        """Rows of every rank's block (host integers, read once: no device round trip per
+        exchange)."""
+        if not hasattr(self, "_sizes"):
+            self._sizes = torch.diff(self.partition.part_offsets).tolist()  # host: once
+        return self._sizes
 
     def _record(self, layer: str, direction: str, like: Tensor, codec: Codec) -> None:
         # Forward: this root's block goes to every peer. Backward (reduce): this rank sends a

@@ -138,9 +138,10 @@ class CachedExchange(HaloExchange):
         self.staleness_bound = float(staleness_bound)
         self.grad_clip = grad_clip
         self._epoch: int | None = None
-        # Receiver side, per layer: cached halo rows [num_halo, d] and every rank's version [P].
+        # Receiver side, per layer: cached halo rows [num_halo, d] (on the rank's device) and
+        # every rank's version [P] (host integers: deciding who sends needs no device).
         self._cache: dict[str, Tensor] = {}
-        self._versions: dict[str, Tensor] = {}
+        self._versions: dict[str, np.ndarray] = {}
         # Sender side (variation gap), per layer: the rows as last sent.
         self._sent: dict[str, Tensor] = {}
         self._flags: dict[str, list[bool]] = {}  # senders of this round, for backward
@@ -215,16 +216,20 @@ class CachedExchange(HaloExchange):
         return Transfer([], halo, broadcast)
 
     def _agree(self, layer: str, own_rows: Tensor) -> list[bool]:
-        """``[P]`` who sends this round; one all-reduce of flags unless every rank can tell."""
+        """``[P]`` who sends this round; one all-reduce of flags unless every rank can tell.
+
+        Host round trips: none with ``epoch-fixed`` (versions are host integers); otherwise the
+        agreed flags are read back once (the host posts the messages they select), and
+        ``variation-gap`` reads its two norms."""
         versions = self._versions.get(layer)
         if versions is None:
-            versions = torch.full((self.world_size,), _NEVER, dtype=torch.int64)
+            versions = np.full(self.world_size, _NEVER, dtype=np.int64)
             self._versions[layer] = versions
         too_old = (self._epoch - versions) > self.staleness_bound
         if self.staleness == "epoch-fixed":
             return too_old.tolist()
-        wants = torch.zeros(self.world_size, dtype=torch.int32)
-        sources = torch.tensor(self._sources)
+        wants = np.zeros(self.world_size, dtype=np.int32)
+        sources = np.array(self._sources, dtype=bool)
         if self.staleness == "epoch-adaptive":
             wants[sources & too_old] = 1
         else:
@@ -236,8 +241,9 @@ class CachedExchange(HaloExchange):
             )
         if self.world_size > 1:
             start = time.perf_counter()
-            wants = wants.to(own_rows.device)  # NCCL reduces device tensors only
-            dist.all_reduce(wants, op=dist.ReduceOp.MAX, group=self.group)
+            flags = torch.from_numpy(wants).to(own_rows.device)  # NCCL reduces device tensors
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.group)
+            wants = flags.cpu().numpy()  # host: the flags select the messages to post
             self.counter.add_seconds(layer, "control", time.perf_counter() - start)
             self.counter.record(
                 layer,
@@ -245,7 +251,7 @@ class CachedExchange(HaloExchange):
                 rows_sent=1,
                 rows_received=1,
                 width=self.world_size,
-                element_size=wants.element_size(),
+                element_size=flags.element_size(),
                 messages_sent=1,
                 messages_received=1,
             )
@@ -255,7 +261,7 @@ class CachedExchange(HaloExchange):
         """Keep the round's halo rows and stamp the senders' versions; record the ages."""
         self._cache[layer] = halo.detach()  # never keep the autograd graph across rounds
         versions = self._versions[layer]
-        versions[torch.tensor(flags)] = self._epoch
+        versions[np.array(flags, dtype=bool)] = self._epoch
         ages = [self._epoch - int(versions[q]) for q in range(self.world_size) if self._sources[q]]
         self._ages[layer] = ages
         self._note_ages(layer, "forward", ages)
@@ -266,10 +272,9 @@ class CachedExchange(HaloExchange):
         if self._epoch is None:
             return self.base._post_backward(grad_halo, layer)
         if self.grad_clip is not None:
+            # min(1, limit / norm) as a tensor: no host round trip (a norm of 0 gives inf → 1)
             limit = math.sqrt(self.world_size) * self.grad_clip
-            norm = grad_halo.norm()
-            if norm > limit:
-                grad_halo = grad_halo * (limit / norm)
+            grad_halo = grad_halo * (limit / grad_halo.norm()).clamp(max=1.0)
         flags = self._flags[layer]
         if self.cache_backward == "fresh":
             full = (
@@ -413,7 +418,7 @@ class CachedExchange(HaloExchange):
         """The cache, the version stamps, the rows last sent and the send log of this rank."""
         return {
             "cache": {k: v.detach().cpu().clone() for k, v in self._cache.items()},
-            "versions": {k: v.clone() for k, v in self._versions.items()},
+            "versions": {k: torch.from_numpy(v.copy()) for k, v in self._versions.items()},
             "sent": {k: v.detach().cpu().clone() for k, v in self._sent.items()},
             "send_log": [list(entry) for entry in self.send_log],
         }
@@ -421,7 +426,9 @@ class CachedExchange(HaloExchange):
     def load_state_dict(self, state: dict) -> None:
         device = self.partition.edge_index.device
         self._cache = {k: v.to(device) for k, v in state["cache"].items()}
-        self._versions = {k: v.clone() for k, v in state["versions"].items()}
+        self._versions = {
+            k: np.asarray(v, dtype=np.int64).copy() for k, v in state["versions"].items()
+        }
         self._sent = {k: v.to(device) for k, v in state["sent"].items()}
         self.send_log = [(int(e), str(layer), list(s)) for e, layer, s in state["send_log"]]
 
@@ -438,7 +445,7 @@ def _relative_change(new: Tensor, old: Tensor) -> float:
     """``‖new − old‖_F / ‖old‖_F`` (``inf`` when the shapes differ, ``0`` when both are 0)."""
     if new.shape != old.shape:
         return math.inf
-    scale = float(old.norm())
+    scale = float(old.norm())  # host: the sender's decision (variation-gap)
     change = float((new.detach() - old).norm())
     if scale == 0.0:
         return 0.0 if change == 0.0 else math.inf

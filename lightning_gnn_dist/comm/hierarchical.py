@@ -121,16 +121,19 @@ class HierarchicalExchange(P2PExchange):
         point-to-point exchange with the other ranks of the node (sizes, then ids)."""
         first = self.node * self.ranks_per_node
         mates = [q for q in range(first, first + self.ranks_per_node) if q != self.rank]
-        own = self.partition.halo_ids.cpu().to(torch.int64)
+        own = self.partition.halo_ids.to(torch.int64)  # the rank's device: NCCL posts no CPU tensor
+        device = own.device
         halos = {self.rank: own}
         if mates:
-            sizes = {q: torch.zeros(1, dtype=torch.int64) for q in mates}
-            mine = torch.tensor([own.numel()], dtype=torch.int64)
+            sizes = {q: torch.zeros(1, dtype=torch.int64, device=device) for q in mates}
+            mine = torch.tensor([own.numel()], dtype=torch.int64, device=device)
             self._wait_all(
                 [dist.P2POp(dist.isend, mine, self._peer(q), self.group) for q in mates]
                 + [dist.P2POp(dist.irecv, sizes[q], self._peer(q), self.group) for q in mates]
             )
-            halos |= {q: torch.empty(int(sizes[q]), dtype=torch.int64) for q in mates}
+            halos |= {  # host: set-up, once
+                q: torch.empty(int(sizes[q]), dtype=torch.int64, device=device) for q in mates
+            }
             ops = [
                 dist.P2POp(dist.isend, own, self._peer(q), self.group) for q in mates if own.numel()
             ]
@@ -141,7 +144,7 @@ class HierarchicalExchange(P2PExchange):
             ]
             self._wait_all(ops)
             self._record_setup(mates, own.numel(), [halos[q].numel() for q in mates])
-        return [halos[q].numpy() for q in range(first, first + self.ranks_per_node)]
+        return [halos[q].cpu().numpy() for q in range(first, first + self.ranks_per_node)]
 
     def _record_setup(self, mates: list[int], sent: int, received: list[int]) -> None:
         """Count :meth:`_node_halos`' messages: to every mate one size and ``sent`` ids, from

@@ -24,6 +24,26 @@ own), and is ``all_to_all_single`` otherwise.
 
 Other backends (NCCL) start a batch of messages as one group, so the order does not matter and
 :func:`all_to_all` is their own ``all_to_all_single``.
+
+**NCCL's rules** (gloo tolerates breaking some of them; NCCL hangs or corrupts, NCCL#479, #2130,
+#788; pytorch#146468). Every exchange of :mod:`lightning_gnn_dist.comm` states in its docstring how
+it keeps them, and ``tests/comm/test_nccl_patterns.py`` checks every mode on gloo with
+:class:`~lightning_gnn_dist.testing.nccl.MessageRecorder`:
+
+1. *Pairwise equal messages*: what rank ``a`` posts to ``b`` is, in order, size and dtype, what
+   ``b`` posts to receive from ``a``. A zero-size message is left out on **both** sides (every
+   exchange here skips it: its sizes come from plans both sides hold, or from a size exchange).
+2. *Symmetric batches*: the messages of one exchange between two ranks go in one
+   :func:`start_messages` call on each side, after the same collectives of the group.
+3. *Consistent all-to-alls*: ``all_to_all_single``'s splits agree pairwise (what ``a`` sends
+   ``b`` is what ``b`` expects from ``a``); zero splits are allowed on both sides alike.
+4. *Same collectives*: every rank of a group calls the same collectives in the same order
+   (kind, dtype, size, root).
+5. *Device*: tensors posted to an NCCL group live on the rank's CUDA device
+   (``torch.cuda.set_device`` is called before the group is created: Lightning's strategy does);
+   a CPU-side exchange (the loaders' sampling and fetch) uses a gloo group,
+   :func:`host_group`. If ``batch_isend_irecv`` is the first call on an NCCL group, every rank
+   must take part: the strategy's parameter broadcast comes first.
 """
 
 from __future__ import annotations
@@ -39,13 +59,42 @@ from torch import Tensor
 
 def start_messages(ops: list[dist.P2POp]) -> list:
     """Start point-to-point messages (``batch_isend_irecv``) with every receive posted before
-    any send (each kind in its given order); returns the requests, receives first."""
+    any send (each kind in its given order); returns the requests, receives first.
+
+    NCCL rule: the caller posts one exchange's messages with each peer in one call, the same
+    call on the peer holding the mirror messages (rule 2 of the module docstring); an empty
+    list posts nothing (no zero-size placeholder: the peer posts none either)."""
     receives = [op for op in ops if op.op is dist.irecv]
     ordered = receives + [op for op in ops if op.op is not dist.irecv]
     return dist.batch_isend_irecv(ordered) if ordered else []
 
 
+def global_rank(group: dist.ProcessGroup | None, rank: int) -> int:
+    """The global rank of ``group``'s rank ``rank`` (what ``P2POp``'s ``peer`` takes; its
+    ``group_peer`` argument exists only from torch 2.6 on)."""
+    return rank if group is None else dist.get_global_rank(group, rank)
+
+
 _SPANS_HOSTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_HOST_GROUPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def host_group(group: dist.ProcessGroup | None = None, timeout=None) -> dist.ProcessGroup | None:
+    """A process group over ``group``'s ranks (default: the world) that carries CPU tensors,
+    for exchanges that run on the host (the loaders' sampling and feature fetch): ``group``
+    itself on gloo, or when no process group is initialised; otherwise (NCCL) a gloo group over
+    the same ranks, created on the first call (collective: every rank of ``group`` calls it) and
+    kept. ``timeout`` (a ``timedelta``) applies to a new group."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return group
+    if dist.get_backend(group) == dist.Backend.GLOO:
+        return group
+    key = group if group is not None else dist.group.WORLD
+    if key not in _HOST_GROUPS:
+        ranks = None if group is None else dist.get_process_group_ranks(group)
+        options = {} if timeout is None else {"timeout": timeout}
+        _HOST_GROUPS[key] = dist.new_group(ranks, backend="gloo", **options)
+    return _HOST_GROUPS[key]
 
 
 def host_key() -> str:
@@ -84,7 +133,12 @@ def all_to_all(
     ``receive_first`` it runs as one message per peer with the receives posted first and the
     rank's own chunk copied; ``receive_first=None`` chooses that when the group spans hosts
     (:func:`group_spans_hosts`, the module docstring). Every rank must pass the same
-    ``receive_first``."""
+    ``receive_first``.
+
+    NCCL rule: the splits must agree pairwise (``input_split_sizes[b]`` on rank ``a`` equals
+    ``output_split_sizes[a]`` on rank ``b``); on NCCL this is NCCL's own all-to-all, zero splits
+    included. The receives-first form posts a message only where the split is non-zero, on both
+    sides alike."""
     if dist.get_backend(group) != dist.Backend.GLOO:
         dist.all_to_all_single(output, input, output_split_sizes, input_split_sizes, group=group)
         return
@@ -117,13 +171,20 @@ def all_to_all(
                 chunk_out.copy_(chunk_in)
                 continue
             if received[peer]:
-                ops.append(dist.P2POp(dist.irecv, chunk_out, group=group, group_peer=peer))
+                ops.append(dist.P2POp(dist.irecv, chunk_out, global_rank(group, peer), group))
             if sent[peer]:
-                ops.append(dist.P2POp(dist.isend, chunk_in, group=group, group_peer=peer))
+                ops.append(dist.P2POp(dist.isend, chunk_in, global_rank(group, peer), group))
         for request in start_messages(ops):
             request.wait()
         if out is not output:
             output.copy_(out)
 
 
-__all__ = ["all_to_all", "group_spans_hosts", "host_key", "start_messages"]
+__all__ = [
+    "all_to_all",
+    "global_rank",
+    "group_spans_hosts",
+    "host_group",
+    "host_key",
+    "start_messages",
+]

@@ -166,6 +166,103 @@ def gcn_norm_weights(
     return edge_index, inv_sqrt[src] * inv_sqrt[dst]
 
 
+def last_self_loop(
+    edge_index: Tensor, edge_weight: Tensor, num_rows: int, order: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The self loop of every row that PyG's ``add_remaining_self_loops`` keeps: of a row's
+    loops the last in edge order (its ``loop_attr[row] = edge_attr[loop]`` assignment writes
+    them in order, so the last one stays).
+
+    Args:
+        edge_index: ``[2, E] int64`` edges whose targets are rows ``[0, num_rows)``.
+        edge_weight: ``[E]`` their weights.
+        order: ``[E]`` a key giving the edges' order in the whole graph (e.g. ``edge_ids``);
+            (default: the position in ``edge_index``)
+
+    Returns:
+        ``(key [num_rows] float64, weight [num_rows], has_loop [num_rows] bool)``: the kept
+        loop's order key (``-1`` for a row without a loop) and weight (``0`` without one).
+    """
+    src, dst = edge_index
+    loop = (src == dst).nonzero().flatten()
+    if order is None:
+        order = torch.arange(src.numel(), device=src.device)
+    keys = order[loop].to(torch.float64)  # edge positions are far below 2**53: exact
+    key = torch.full((num_rows,), -1.0, dtype=torch.float64, device=src.device)
+    key.scatter_reduce_(0, dst[loop], keys, "amax")
+    has_loop = key >= 0
+    # Each row's last loop: the loop whose key equals the row's maximum.
+    winner = loop[keys == key[dst[loop]]]
+    weight = edge_weight.new_zeros(num_rows)
+    weight[dst[winner]] = edge_weight[winner]
+    return key, weight, has_loop
+
+
+def gcn_weighted_edges(
+    edge_index: Tensor,
+    edge_weight: Tensor,
+    loop_vertices: Tensor,
+    loop_weight: Tensor,
+    add_self_loops: bool = True,
+) -> tuple[Tensor, Tensor]:
+    """PyG 2.8 ``add_remaining_self_loops`` on a rank's edges: every self loop is removed and
+    ``loop_vertices`` each get one loop weighing ``loop_weight`` (PyG: the vertex's own last
+    loop's weight, else the fill value, 1 or 2 with ``improved``). Without ``add_self_loops``
+    the edges are returned as they are (loops, parallel ones included, kept).
+
+    Args:
+        edge_index: ``[2, E] int64`` local edges; edge_weight: ``[E]`` their weights.
+        loop_vertices: ``[L] int64`` local vertices that get the loop (each vertex once over all
+            ranks); loop_weight: ``[L]`` its weight.
+
+    Returns:
+        ``(edge_index [2, E'] int64, edge_weight [E'])``.
+    """
+    if not add_self_loops:
+        return edge_index, edge_weight
+    keep = edge_index[0] != edge_index[1]
+    loops = loop_vertices.to(edge_index.device)
+    return (
+        torch.cat([edge_index[:, keep], loops.repeat(2, 1)], dim=1),
+        torch.cat([edge_weight[keep], loop_weight.to(edge_weight.dtype)]),
+    )
+
+
+def weighted_in_degree(edge_index: Tensor, edge_weight: Tensor, num_rows: int) -> Tensor:
+    """``[num_rows]`` sum of the weights of each row's in-edges (PyG ``gcn_norm``'s ``deg``)."""
+    return edge_weight.new_zeros(num_rows).index_add_(0, edge_index[1], edge_weight)
+
+
+def gcn_weight_terms(
+    edge_index: Tensor, edge_weight: Tensor, num_rows: int, order: Tensor | None = None
+) -> Tensor:
+    """What PyG's weighted ``gcn_norm`` needs of every row, for any layer configuration:
+    ``[num_rows, 3]`` = (sum of the weights of its in-edges that are not self loops, the weight
+    of its last self loop or NaN without one (:func:`last_self_loop`), sum of its self loops'
+    weights). The degree is ``t0 + (t1, or the fill value if NaN)`` with ``add_self_loops``,
+    else ``t0 + t2``. An owner computes them for its owned vertices from their in-edges."""
+    loop = edge_index[0] == edge_index[1]
+    _, last_weight, has_loop = last_self_loop(edge_index, edge_weight, num_rows, order)
+    return torch.stack(
+        [
+            weighted_in_degree(edge_index[:, ~loop], edge_weight[~loop], num_rows),
+            last_weight.masked_fill(~has_loop, float("nan")),
+            weighted_in_degree(edge_index[:, loop], edge_weight[loop], num_rows),
+        ],
+        dim=1,
+    )
+
+
+def gcn_normalise(edge_index: Tensor, edge_weight: Tensor, degree: Tensor) -> Tensor:
+    """``deg^-1/2[j] · w · deg^-1/2[i]`` per edge ``j → i`` as PyG ``gcn_norm`` computes it (a
+    zero degree gives zero, a negative one NaN), from ``degree [num_local]`` of every endpoint
+    (**global** weighted degrees)."""
+    inv_sqrt = degree.pow(-0.5)
+    inv_sqrt.masked_fill_(inv_sqrt == float("inf"), 0)
+    src, dst = edge_index
+    return inv_sqrt[src] * edge_weight * inv_sqrt[dst]
+
+
 def graph_fingerprint(data: Data) -> str:
     """SHA-256 over the structure, features, labels, masks and every other node and edge
     attribute of ``data`` (hex string; the other attributes after the legacy keys, so a graph

@@ -8,7 +8,7 @@ where the halo (remote in-neighbours) is sorted by relabelled id, hence grouped 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -18,7 +18,14 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.attributes import graph_attributes
-from lightning_gnn_dist.data.graph import gcn_norm_weights, sorted_unique
+from lightning_gnn_dist.data.graph import (
+    gcn_norm_weights,
+    gcn_normalise,
+    gcn_weighted_edges,
+    last_self_loop,
+    sorted_unique,
+    weighted_in_degree,
+)
 
 _OPTIONAL = ("x", "y", "train_mask", "val_mask", "test_mask")
 
@@ -88,9 +95,19 @@ class LocalPartition:
     node_attrs: dict[str, Tensor] = field(default_factory=dict)
     edge_attrs: dict[str, Tensor] = field(default_factory=dict)
 
+    def host_offsets(self) -> list[int]:
+        """``part_offsets`` as host integers, read once per tensor: on a GPU, reading them
+        per use would make every exchange wait for the device."""
+        cached = self.__dict__.get("_host_offsets")
+        if cached is None or cached[0] is not self.part_offsets:
+            cached = (self.part_offsets, self.part_offsets.tolist())
+            self.__dict__["_host_offsets"] = cached
+        return cached[1]
+
     @property
     def num_owned(self) -> int:
-        return int(self.part_offsets[self.part_id + 1] - self.part_offsets[self.part_id])
+        offsets = self.host_offsets()
+        return offsets[self.part_id + 1] - offsets[self.part_id]
 
     @property
     def num_halo(self) -> int:
@@ -99,30 +116,78 @@ class LocalPartition:
     @property
     def owned_range(self) -> tuple[int, int]:
         """``(start, end)`` of the owned relabelled ids."""
-        return int(self.part_offsets[self.part_id]), int(self.part_offsets[self.part_id + 1])
+        offsets = self.host_offsets()
+        return offsets[self.part_id], offsets[self.part_id + 1]
 
     def gcn_edge_weight(
-        self, add_self_loops: bool = True, improved: bool = False, normalize: bool = True
+        self,
+        add_self_loops: bool = True,
+        improved: bool = False,
+        normalize: bool = True,
+        edge_weight: Tensor | None = None,
+        halo_degree: Callable[[Tensor], Tensor] | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """Local ``edge_index`` and edge weights of PyG 2.8's ``GCNConv`` without edge weights,
-        with the symmetric normalisation ``deg^-1/2[j] · deg^-1/2[i]`` from **global** degrees.
+        """Local ``edge_index`` and edge weights of PyG 2.8's ``GCNConv``, with the symmetric
+        normalisation ``deg^-1/2[j] · w · deg^-1/2[i]`` from **global** degrees.
 
-        As in PyG's ``gcn_norm`` (``add_remaining_self_loops`` with no edge weights), adding
-        self loops replaces the graph's own loops by exactly one loop of weight 1 per vertex, so
-        ``improved`` changes nothing here; parallel edges count once each. Without
+        Without ``edge_weight``, as PyG's ``gcn_norm`` (``add_remaining_self_loops`` with no edge
+        weights): adding self loops replaces the graph's own loops by exactly one loop of weight
+        1 per vertex, so ``improved`` changes nothing; parallel edges count once each. Without
         ``add_self_loops`` the graph's loops, parallel ones included, are kept. With
         ``normalize=False`` every edge weighs 1 (``add_self_loops`` is then unused, as in PyG).
+
+        With ``edge_weight`` (``[E_local]``, in ``edge_index`` order), as PyG's ``gcn_norm`` with
+        weights: adding self loops removes the graph's loops and gives every vertex one loop
+        weighing its own last loop's weight if it has one, else the fill value (2 with
+        ``improved``, else 1); degrees are weighted in-degree sums. A rank holds every in-edge of
+        its owned vertices (in the dataset's edge order), so it computes their degrees itself;
+        ``halo_degree`` maps them (``[num_owned]``) to the halo vertices' (``[num_halo]``), one
+        width-1 exchange that every rank calls (optional without halo vertices). With ``normalize=False`` the edges and weights are returned unchanged
+        (PyG then neither adds loops nor normalises).
 
         Returns:
             ``(edge_index [2, E'] int64, edge_weight [E'] float32)`` over ``[owned | halo]``
             sources and owned targets, equal to the global ``gcn_norm`` restricted to owned rows.
+
+        Raises:
+            ValueError: ``halo_degree`` missing while the partition has halo vertices.
         """
+        if edge_weight is not None:
+            return self._weighted_gcn(edge_weight, add_self_loops, improved, normalize, halo_degree)
         del improved  # PyG 2.8 ignores it when no edge weights are given (see above)
         loops = self.has_self_loop if self.num_self_loops is None else self.num_self_loops
         owned = torch.arange(self.num_owned, device=self.edge_index.device)
         return gcn_norm_weights(
             self.edge_index, self.in_degree, loops, owned, add_self_loops, normalize
         )
+
+    def _weighted_gcn(
+        self,
+        edge_weight: Tensor,
+        add_self_loops: bool,
+        improved: bool,
+        normalize: bool,
+        halo_degree: Callable[[Tensor], Tensor] | None,
+    ) -> tuple[Tensor, Tensor]:
+        if not normalize:
+            return self.edge_index, edge_weight
+        num_owned = self.num_owned
+        _, last_weight, has_loop = last_self_loop(self.edge_index, edge_weight, num_owned)
+        fill = last_weight.new_full((num_owned,), 2.0 if improved else 1.0)
+        owned = torch.arange(num_owned, device=self.edge_index.device)
+        edges, weight = gcn_weighted_edges(
+            self.edge_index, edge_weight, owned, torch.where(has_loop, last_weight, fill),
+            add_self_loops,
+        )  # fmt: skip
+        degree = weighted_in_degree(edges, weight, num_owned)
+        if halo_degree is not None:  # collective: every rank calls it, with a halo or not
+            degree = torch.cat([degree, halo_degree(degree).to(degree)])
+        elif self.num_halo:
+            raise ValueError(
+                "gcn_edge_weight with edge_weight needs halo_degree: the halo vertices' "
+                "weighted degrees are held by their owners"
+            )
+        return edges, gcn_normalise(edges, weight, degree)
 
     def save(self, path: str | Path) -> None:
         torch.save({f.name: getattr(self, f.name) for f in fields(self)}, path)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.comm.messages import host_group
 from lightning_gnn_dist.data.eval_batch import split_first
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.sampler import check_fanouts
@@ -819,6 +820,7 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
                 part,
                 sampler,
                 steps,
+                group=host_group(),  # the batch plans are built on the CPU: gloo under NCCL
                 current_epoch=(lambda: trainer.current_epoch) if trainer is not None else None,
             )
         return self._subgraph_loader
@@ -898,7 +900,8 @@ def _neighbor_loaders(
 
     from lightning_gnn_dist.loaders.graph_store import PartitionedGraphStore
 
-    group = None
+    # Sampling and the feature fetch run on the CPU: a gloo group under an NCCL world.
+    group = host_group(timeout=timeout)
     if dist.is_available() and dist.is_initialized() and options["prefetch"]:
         group = dist.new_group(backend="gloo", timeout=timeout)
     store = PartitionedGraphStore(part, group=group, cache_size=cache_size)

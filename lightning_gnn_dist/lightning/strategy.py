@@ -265,7 +265,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         kwargs: dict[str, Any] = {"timeout": self._timeout}
         if not dist.is_initialized():
             kwargs["store"] = _join(self.cluster_environment, self.startup_timeout, self._timeout)
-        kwargs["device_id"] = self.root_device if self.root_device.type != "cpu" else None
+        if _INIT_TAKES_DEVICE_ID:  # torch >= 2.3: NCCL's communicator bound at once
+            kwargs["device_id"] = self.root_device if self.root_device.type != "cpu" else None
         _init_dist_connection(self.cluster_environment, self._process_group_backend, **kwargs)
 
     # -- what runs together --------------------------------------------------------------------
@@ -415,6 +416,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             # eval_loader="full" evaluation runs on the whole part with the halo exchange.
             self.data_parallel = True
             self._eval_contexts: dict[str, GraphContext] = {}
+            loaders = getattr(datamodule, "neighbor_loaders", None)
+            if loaders is not None and hasattr(loaders, "device"):  # pinned, async copies
+                loaders.device = self.root_device
             self._set_fetch_codec(datamodule)
             self._restore_rank_state(trainer, None)
             full_eval = getattr(datamodule, "eval_loader", "neighbor") == "full"
@@ -661,6 +665,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             f"loss_reduction={self.loss_reduction!r}, start_method={self._start_method!r}, "
             f"namespace={self._lightning_namespace!r})"
         )
+
+
+_INIT_TAKES_DEVICE_ID = "device_id" in inspect.signature(dist.init_process_group).parameters
 
 
 def _join(environment, startup_timeout: timedelta, timeout: timedelta) -> dist.Store:

@@ -115,6 +115,7 @@ class PartitionedGraphStore:
             raise ValueError(
                 "the partition has no feature rows (x); the neighbour loader needs them"
             )
+        _check_host_group(group, partition.x.device)
         self.partition, self.group = partition, group
         self.rank, self.world_size = partition.part_id, partition.num_parts
         self.num_routing_ids = int(partition.num_nodes_global)
@@ -171,7 +172,10 @@ class PartitionedGraphStore:
         return torch.searchsorted(self.partition.part_offsets, ids, right=True) - 1
 
     def _halo_dataset_ids(self) -> Tensor:
-        """Dataset ids of the halo vertices, from their owners (one p2p halo exchange)."""
+        """Dataset ids of the halo vertices: the partition's ``halo_global_ids``, or (a part
+        written without them) from their owners in one p2p halo exchange."""
+        if self.partition.halo_global_ids is not None:
+            return self.partition.halo_global_ids
         exchange = make_exchange("p2p", self.partition, CommCounter(), self.group)
         ids = self.partition.global_ids.view(-1, 1)
         return exchange(ids, "setup").view(-1)
@@ -428,6 +432,20 @@ class PartitionedGraphStore:
 
     def __repr__(self) -> str:
         return f"PartitionedGraphStore(rank={self.rank}/{self.world_size}, owned={self.end - self.start}, cache={self._cache_routing.numel()})"
+
+
+def _check_host_group(group, device: torch.device) -> None:
+    """Refuse a process group that cannot carry the store's tensors (NCCL and a CPU part)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or device.type != "cpu":
+        return
+    if dist.get_backend(group) == "nccl":
+        raise ValueError(
+            "PartitionedGraphStore samples and fetches on the CPU, but its process group is "
+            "NCCL (CUDA tensors only); pass a gloo group, e.g. group="
+            "lightning_gnn_dist.comm.messages.host_group()"
+        )
 
 
 def _columns_as(packed: Tensor, start: int, stop: int, dtype: torch.dtype) -> Tensor:

@@ -24,6 +24,7 @@ from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.csr import prepare_batch_adjacency
 from lightning_gnn_dist.data.sampler import NeighborSampler, stream_key
+from lightning_gnn_dist.loaders.transfer import DeviceTransfer
 
 
 class NeighborLoader:
@@ -54,6 +55,10 @@ class NeighborLoader:
         prefetch (bool): sample and fetch the next batch in a background thread while the
             current step runs. A partitioned store must then use its own process group.
             (default: ``False``)
+        device (torch.device, optional): where batches go (the training device): pinned and
+            copied asynchronously to a CUDA device, from the prefetch thread when prefetching
+            (:class:`~lightning_gnn_dist.loaders.transfer.DeviceTransfer`). (default: ``None``,
+            batches stay on the CPU)
     """
 
     def __init__(
@@ -67,6 +72,7 @@ class NeighborLoader:
         seed: int = 0,
         num_steps: int | None = None,
         prefetch: bool = False,
+        device: torch.device | str | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1 (got {batch_size})")
@@ -85,6 +91,7 @@ class NeighborLoader:
                 "use fewer parts or a partitioner that balances the training vertices"
             )
         self.prefetch = prefetch
+        self.transfer = None if device is None else DeviceTransfer(device)
         self.epoch = 0
         # Lightning's loops call ``loader.sampler.set_epoch(epoch)`` before every epoch, so a
         # resumed run continues with the epoch's own shuffle and random streams.
@@ -150,20 +157,28 @@ class NeighborLoader:
             batch.global_self_loops = rows.num_self_loops
         return batch
 
+    def _made(self, positions: Tensor, step: int, epoch: int) -> tuple[Data, object]:
+        """A batch with its copy to ``device`` started: ``(batch, copy event or None)``."""
+        batch = self.make_batch(positions, step, epoch)
+        return (batch, None) if self.transfer is None else self.transfer.start(batch)
+
+    def _ready(self, batch: Data, event) -> Data:
+        return batch if self.transfer is None else self.transfer.finish(batch, event)
+
     def __iter__(self) -> Iterator[Data]:
         batches, epoch = self.batches(), self.epoch
         self.epoch += 1
         if not self.prefetch:
             for step, positions in enumerate(batches):
-                yield self.make_batch(positions, step, epoch)
+                yield self._ready(*self._made(positions, step, epoch))
             return
         with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(self.make_batch, batches[0], 0, epoch) if batches else None
+            pending = pool.submit(self._made, batches[0], 0, epoch) if batches else None
             for step in range(len(batches)):
-                batch = pending.result()
+                batch, event = pending.result()
                 if step + 1 < len(batches):
-                    pending = pool.submit(self.make_batch, batches[step + 1], step + 1, epoch)
-                yield batch
+                    pending = pool.submit(self._made, batches[step + 1], step + 1, epoch)
+                yield self._ready(batch, event)
 
     def __repr__(self) -> str:
         return (
@@ -196,6 +211,10 @@ class NeighborLoaders:
             full-neighbourhood predictions. (default: ``num_neighbors``)
         batch_size, shuffle, replace, seed, prefetch: as :class:`NeighborLoader` (shuffle and
             prefetch apply to training only).
+
+    Attributes:
+        device: the training device of the loaders built from now on (``GNNStrategy`` sets
+            it; ``None``: batches stay on the CPU).
     """
 
     def __init__(
@@ -215,6 +234,7 @@ class NeighborLoaders:
         self.eval_num_neighbors = eval_num_neighbors or num_neighbors
         self.batch_size, self.shuffle, self.replace = batch_size, shuffle, replace
         self.seed, self.prefetch = seed, prefetch
+        self.device: torch.device | None = None
         self._loaders: dict[str, NeighborLoader] = {}
 
     def loader(self, split: str) -> NeighborLoader:
@@ -243,5 +263,6 @@ class NeighborLoaders:
                 seed=self.seed,
                 num_steps=math.ceil(max(counts) / self.batch_size),
                 prefetch=self.prefetch and train,
+                device=self.device,
             )
         return self._loaders[split]

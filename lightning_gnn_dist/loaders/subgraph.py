@@ -131,12 +131,13 @@ def complete_batch_partition(
     local = [view.num_owned] + [
         int(getattr(view, key).sum()) if getattr(view, key) is not None else 0 for key in _MASKS
     ]
-    stats = torch.tensor(local, dtype=torch.long).repeat(view.num_parts, 1)
+    device = view.in_degree.device  # the group's tensors live where the view does (NCCL: CUDA)
+    stats = torch.tensor(local, dtype=torch.long, device=device).repeat(view.num_parts, 1)
     if view.num_parts > 1:
-        gathered = [torch.zeros(len(local), dtype=torch.long) for _ in range(view.num_parts)]
-        dist.all_gather(gathered, torch.tensor(local, dtype=torch.long), group=group)
+        gathered = [torch.zeros_like(stats[0]) for _ in range(view.num_parts)]
+        dist.all_gather(gathered, stats[0].clone(), group=group)
         stats = torch.stack(gathered)
-    offsets = torch.zeros(view.num_parts + 1, dtype=torch.long)
+    offsets = torch.zeros(view.num_parts + 1, dtype=torch.long, device=device)
     offsets[1:] = torch.cumsum(stats[:, 0], 0)
     view = replace(view, part_offsets=offsets.to(view.part_offsets.device))
     counts = {key: int(stats[:, i + 1].sum()) for i, key in enumerate(_MASKS)}

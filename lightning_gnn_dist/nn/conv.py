@@ -64,7 +64,10 @@ class DistGCNConv(_Distributed, GCNConv):
     """:class:`torch_geometric.nn.GCNConv` with the point-to-point halo exchange of paper 000.
 
     Normalisation uses **global** degrees (carried by the partition), never local ones, with PyG
-    2.8's semantics (parallel edges count, ``improved`` has no effect without edge weights). The
+    2.8's semantics (parallel edges count, ``improved`` has no effect without edge weights).
+    With ``edge_weight`` (``[E_local]``, the batch's edge attribute in ``edge_index`` order) the
+    degrees are global weighted in-degree sums (the halo vertices' from their owners, once per
+    weight tensor; see :meth:`~lightning_gnn_dist.nn.context.GraphContext.gcn_matrices`). The
     exchange moves ``min(in_channels, out_channels)`` columns: when the layer narrows, ``X·W`` is
     computed first and exchanged instead of ``X`` (the product is the same, the bytes fewer).
     The local product is computed while the halo rows are in flight (Alg. 1).
@@ -78,16 +81,11 @@ class DistGCNConv(_Distributed, GCNConv):
         ctx = current_graph_context()
         if ctx is None:
             return self._local_forward(x, edge_index, edge_weight)
-        if edge_weight is not None:
-            raise NotImplementedError(
-                f"GCNConv ({self._name()}): edge_weight is not supported in distributed mode (the "
-                "global normalisation comes from the partition's degrees); call it without one"
-            )
-        out = ctx.layer_output(self, x)
+        out = ctx.layer_output(self, x, edge_weight)
         if out is not None:
             return out
         owned, halo_matrix = ctx.gcn_matrices(
-            self.add_self_loops, self.improved, self.normalize, edge_index, x.size(0)
+            self.add_self_loops, self.improved, self.normalize, edge_index, x.size(0), edge_weight
         )
         transform_first = self.out_channels <= self.in_channels
         h = self.lin(x) if transform_first else x
@@ -214,7 +212,7 @@ class DistGraphConv(_Distributed, GraphConv):
         ctx = self._halo_context(x)
         if ctx is None:
             return super().forward(x, edge_index, edge_weight, size)
-        out = None if edge_weight is not None else ctx.layer_output(self, x)
+        out = ctx.layer_output(self, x, edge_weight)
         if out is not None:
             return out
         halo = ctx.exchange(x, self._name())

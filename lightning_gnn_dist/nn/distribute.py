@@ -6,10 +6,13 @@ message-passing layer receives ``[owned | halo]`` rows:
 * ``GCNConv``, ``SAGEConv`` and ``GATConv`` become :mod:`~lightning_gnn_dist.nn.conv`'s
   distributed subclasses (same parameters and state dict; GCN uses global degrees);
 * every other message-passing layer the layer table accepts
-  (:data:`~lightning_gnn_dist.nn.layers.LAYER_TABLE`: GraphConv, GINConv, GATv2Conv,
-  TransformerConv, EdgeConv, ...), called as ``layer(x, edge_index, ...)``, gets a hook that
-  exchanges ``x`` before it runs and keeps the owned rows of its output: exact, since its output
-  row ``i`` depends only on row ``i`` and its in-neighbours' rows. Every layer the table does not
+  (:data:`~lightning_gnn_dist.nn.layers.LAYER_TABLE`: GINConv, GINEConv, GATv2Conv,
+  TransformerConv, NNConv, GENConv, EdgeConv, ...), called as ``layer(x, edge_index, ...)``
+  (edge weights and features as PyG takes them: the batch's, in ``edge_index`` order), gets a
+  hook that exchanges ``x`` before it runs and keeps the owned rows of its output: exact, since
+  its output row ``i`` depends only on row ``i``, its in-neighbours' rows and its in-edges
+  (:data:`PAIR_INPUT_LAYERS` are called bipartite instead, so their inner MLP sees owned rows
+  only). Every layer the table does not
   accept for the mode (layers that propagate several hops in one call, normalise with source
   degrees computed from the local edges, or were never audited) is refused with a ``ValueError``
   naming the layer, its option and the reason.
@@ -37,6 +40,7 @@ from collections.abc import Iterable
 
 import torch
 from torch import nn
+from torch_geometric.nn import CGConv, GENConv, GINConv, GINEConv
 from torch_geometric.nn.conv import MessagePassing
 
 from lightning_gnn_dist.nn.context import current_graph_context
@@ -44,6 +48,11 @@ from lightning_gnn_dist.nn.conv import DISTRIBUTED_LAYERS, _Distributed
 from lightning_gnn_dist.nn.fused import use_sparse_aggregation
 from lightning_gnn_dist.nn.layers import check_layers
 from lightning_gnn_dist.nn.norm import check_norm_is_exact, make_norm_distributed
+
+PAIR_INPUT_LAYERS = (GINConv, GINEConv, GENConv, CGConv)
+"""Layers that apply a module to their aggregates which may mix rows (an MLP with a batch norm):
+the hook calls them bipartite, ``layer((x_all, x_owned), edge_index, ...)``, so the module sees
+the owned rows only (a batch norm's statistics would otherwise include the halo rows)."""
 
 _HOOKED = "_lgd_hooks"
 _SYNC_HOOKED = "_lgd_aggregate_hook"
@@ -122,8 +131,11 @@ def _exchange_input(module: nn.Module, args: tuple, kwargs: dict):
             "tensor as first argument; bipartite (x_src, x_dst) inputs (a model trimmed per hop) "
             "run only on complete batches (loader='neighbor')"
         )
-    module._lgd_num_owned = x.size(0)
     x_all = torch.cat([x, ctx.exchange(x, module.layer_name)])
+    if isinstance(module, PAIR_INPUT_LAYERS):
+        x_all = (x_all, x)  # targets are the owned rows: the output has them only
+    else:
+        module._lgd_num_owned = x.size(0)
     if args:
         return (x_all, *args[1:]), kwargs
     return args, {**kwargs, "x": x_all}

@@ -3,18 +3,27 @@ every other layer is refused (issue 18).
 
 A *kind* groups the modes that run a layer the same way:
 
-* ``"vertex"`` — a vertex partition: ``p2p``, ``broadcast``, ``cached`` (exact at
-  ``staleness_bound=0``) and ``loader="subgraph"`` batches. A rank holds every in-edge of its
-  rows and receives its in-neighbours' rows, so a layer whose output row depends only on its
-  own row and its in-neighbours' rows is exact.
+* ``"vertex"`` — a vertex partition: ``p2p``, ``broadcast``, ``hierarchical``, ``cached``
+  (exact at ``staleness_bound=0``) and ``loader="subgraph"`` batches. A rank holds every
+  in-edge of its rows, with the edges' attributes, and receives its in-neighbours' rows, so a
+  layer whose output row depends only on its own row, its in-neighbours' rows and its in-edges'
+  attributes is exact — attention and softmax aggregations over edge features included — and
+  edge attributes never travel.
 * ``"vertex-cut"`` — ``cd-0`` (exact; ``cd-<r>`` and ``0c`` are approximate and synchronise
   ``sum``/``mean`` only). A vertex's in-edges are spread over parts and partial aggregates are
   completed after aggregation, so attention (softmax over a whole neighbourhood) and anything
-  that reads degrees or adds edges inside the layer cannot be.
+  that reads degrees or adds edges inside the layer cannot be. Sums, means and maxima of
+  messages are, edge features in the messages included (each edge and its attributes live on
+  one part); ``GCNConv``'s weighted degrees are summed over a vertex's copies.
 * ``"neighbor"`` — ``loader="neighbor"``: the model runs on each rank's sampled batch. With
   fan-out ``-1`` on every hop the seeds' outputs equal full-graph outputs for the layers
   accepted here (``GCNConv`` normalises with the global degrees the loader fetches); sampled
-  fan-outs are an estimator (PyG ``NeighborLoader`` semantics).
+  fan-outs are an estimator (PyG ``NeighborLoader`` semantics). Batches carry the sampled edges'
+  attributes.
+
+:data:`EDGE_INPUTS` lists the edge weights or features each layer takes (the table's edge
+column): the batch's edge attributes in ``edge_index`` order, passed as PyG does
+(``conv(x, edge_index, batch.edge_weight)``, ``conv(x, edge_index, batch.edge_attr)``).
 
 :data:`LAYER_TABLE` is the single source of the documented table (:func:`layer_table_markdown`)
 and of :func:`check_layers`, which :func:`~lightning_gnn_dist.nn.distribute` runs: a
@@ -39,7 +48,8 @@ from lightning_gnn_dist.nn.conv import DISTRIBUTED_LAYERS
 from lightning_gnn_dist.nn.norm import DistBatchNorm, DistPyGBatchNorm
 
 KINDS: dict[str, str] = {
-    "vertex": 'vertex partition: `p2p`, `broadcast`, `cached` (bound 0), `loader="subgraph"`',
+    "vertex": "vertex partition: `p2p`, `broadcast`, `hierarchical`, `cached` (bound 0), "
+    '`loader="subgraph"`',
     "vertex-cut": "vertex cut: `cd-0` (`cd-<r>`, `0c` approximate)",
     "neighbor": '`loader="neighbor"`, fan-out −1',
 }
@@ -82,7 +92,12 @@ class Rule:
 
 
 _AGGR = Option("aggr", AGGREGATIONS, "vertex-cut modes synchronise sum, mean and max only")
-_NO_EDGE_DIM = Option("edge_dim", (None,), "partitions carry no edge attributes")
+_SOFTMAX_AGGR = Option(
+    "aggr",
+    AGGREGATIONS,
+    "softmax and power-mean aggregations normalise over each vertex's whole in-neighbourhood, "
+    "which a vertex cut splits; vertex-cut modes synchronise sum, mean and max only",
+)
 _ATTENTION = Rule(
     "normalises attention over each vertex's whole in-neighbourhood, which a vertex cut splits"
 )
@@ -109,12 +124,31 @@ _BATCH_NORM = {
 
 LAYER_TABLE: dict[type[nn.Module], dict[str, Rule]] = {
     pyg_nn.GCNConv: _same(
-        Rule(note="global degrees; no `edge_weight`"),
-        neighbor=Rule(note="global degrees fetched with the rows when every fan-out is −1"),
+        Rule(note="global degrees, weighted with `edge_weight`"),
+        vertex_cut=Rule(
+            note="global degrees; with `edge_weight` summed over a vertex's copies at set-up"
+        ),
+        neighbor=Rule(
+            note="global degrees fetched with the rows when every fan-out is −1; with "
+            "`edge_weight` the batch must carry `global_gcn_weight_terms` (else refused by name "
+            "at the call)"
+        ),
     ),
     pyg_nn.SAGEConv: _same(_AGGR_RULE),
     pyg_nn.GraphConv: _same(_AGGR_RULE),
     pyg_nn.GINConv: _same(Rule()),
+    pyg_nn.GINEConv: _same(Rule()),
+    pyg_nn.NNConv: _same(_AGGR_RULE),
+    pyg_nn.GENConv: _same(
+        Rule(note="softmax/power aggregation over complete in-neighbourhoods"),
+        vertex_cut=Rule(
+            options=(_SOFTMAX_AGGR,),
+            note="its default softmax and power-mean aggregations normalise over a vertex's whole "
+            "in-neighbourhood, which a vertex cut splits",
+        ),
+    ),
+    pyg_nn.CGConv: _same(_AGGR_RULE),
+    pyg_nn.GMMConv: _same(_AGGR_RULE),
     pyg_nn.SimpleConv: _same(
         _AGGR_RULE,
         vertex_cut=Rule(
@@ -131,15 +165,36 @@ LAYER_TABLE: dict[type[nn.Module], dict[str, Rule]] = {
         Rule(options=(Option("normalize", (False,), "it normalises with local source degrees"),))
     ),
     pyg_nn.MFConv: _same(Rule(note="destination degrees are complete"), vertex_cut=_LOCAL_DEGREE),
-    pyg_nn.GATConv: _same(Rule(options=(_NO_EDGE_DIM,)), vertex_cut=_ATTENTION),
-    pyg_nn.GATv2Conv: _same(Rule(options=(_NO_EDGE_DIM,)), vertex_cut=_ATTENTION),
-    pyg_nn.TransformerConv: _same(Rule(options=(_NO_EDGE_DIM,)), vertex_cut=_ATTENTION),
+    pyg_nn.GATConv: _same(Rule(), vertex_cut=_ATTENTION),
+    pyg_nn.GATv2Conv: _same(Rule(), vertex_cut=_ATTENTION),
+    pyg_nn.TransformerConv: _same(Rule(), vertex_cut=_ATTENTION),
     nn.BatchNorm1d: _BATCH_NORM,
     nn.SyncBatchNorm: _BATCH_NORM,
     pyg_norm.BatchNorm: _BATCH_NORM,
     pyg_norm.DiffGroupNorm: _BATCH_NORM,
 }
 """``layer class → {kind: Rule}``; a class or kind missing here is refused."""
+
+_ATTR = "`edge_attr` [E, edge_dim] (with `edge_dim`)"
+EDGE_INPUTS: dict[type[nn.Module], str] = {
+    pyg_nn.GCNConv: "`edge_weight` [E]",
+    pyg_nn.GraphConv: "`edge_weight` [E]",
+    pyg_nn.LEConv: "`edge_weight` [E]",
+    pyg_nn.LGConv: "`edge_weight` [E]",
+    pyg_nn.SimpleConv: "`edge_weight` [E]",
+    pyg_nn.GINEConv: "`edge_attr` [E, d]",
+    pyg_nn.NNConv: "`edge_attr` [E, d]",
+    pyg_nn.CGConv: "`edge_attr` [E, dim]",
+    pyg_nn.GMMConv: "`edge_attr` [E, dim] (pseudo-coordinates)",
+    pyg_nn.GENConv: _ATTR,
+    pyg_nn.GATConv: _ATTR,
+    pyg_nn.GATv2Conv: _ATTR,
+    pyg_nn.TransformerConv: _ATTR,
+    pyg_nn.ResGatedGraphConv: _ATTR,
+}
+"""The edge weights or features each layer of :data:`LAYER_TABLE` takes, wherever the table
+accepts the layer: the batch's edge attribute in ``edge_index`` order. Vertex partitions keep
+every edge with its target's owner and a vertex cut with its part, so they move no byte of it."""
 
 _MULTI_HOP = "propagates several hops in one call (a rank holds one hop of in-neighbours)"
 _SOURCE_DEGREES = "normalises with source degrees computed from the local edges"
@@ -157,10 +212,10 @@ REFUSED_LAYERS: dict[type[nn.Module], str] = {
     pyg_nn.PANConv: _MULTI_HOP,
     pyg_nn.LabelPropagation: _MULTI_HOP,
     pyg_nn.GCN2Conv: _SOURCE_DEGREES + " and reads the initial features x_0",
+    pyg_nn.PDNConv: _SOURCE_DEGREES + " (weights it learns from the edge attributes)",
     pyg_nn.FAConv: _SOURCE_DEGREES + " and reads the initial features x_0",
     pyg_nn.EGConv: _SOURCE_DEGREES,
     pyg_nn.ClusterGCNConv: "normalises with degrees computed inside the layer",
-    pyg_nn.PDNConv: _NEEDS + " (edge attributes)",
     pyg_nn.GPSConv: "attends over all vertices of the graph",
     pyg_nn.DirGNNConv: "aggregates over out-edges too, which a rank does not hold",
     pyg_nn.HeteroConv: "runs on heterogeneous graphs",
@@ -175,13 +230,8 @@ REFUSED_LAYERS: dict[type[nn.Module], str] = {
     pyg_nn.FastRGCNConv: _NEEDS + " (edge types)",
     pyg_nn.RGATConv: _NEEDS + " (edge types)",
     pyg_nn.FiLMConv: _NEEDS + " (edge types)",
-    pyg_nn.GINEConv: _NEEDS + " (edge attributes)",
-    pyg_nn.NNConv: _NEEDS + " (edge attributes)",
-    pyg_nn.GMMConv: _NEEDS + " (edge attributes)",
-    pyg_nn.SplineConv: _NEEDS + " (edge attributes)",
-    pyg_nn.CGConv: _NEEDS + " (edge attributes)",
+    pyg_nn.SplineConv: "needs the torch-spline-conv extension (not audited)",
     pyg_nn.PNAConv: "needs a degree histogram of the training graph (not audited)",
-    pyg_nn.GENConv: "softmax/power aggregation (not audited)",
     pyg_nn.PointNetConv: _NEEDS + " (positions)",
     pyg_nn.PPFConv: _NEEDS + " (positions and normals)",
     pyg_nn.PointTransformerConv: _NEEDS + " (positions)",
@@ -290,11 +340,12 @@ class _Row:
 
 
 def layer_table_markdown() -> str:
-    """The documented table, generated from :data:`LAYER_TABLE` (one row per layer)."""
-    header = "| layer | " + " | ".join(KINDS.values()) + " |"
-    lines = [header, "|---" * (len(KINDS) + 1) + "|"]
+    """The documented table, generated from :data:`LAYER_TABLE` (one row per layer; the edge
+    column from :data:`EDGE_INPUTS`)."""
+    header = "| layer | edge weights / features | " + " | ".join(KINDS.values()) + " |"
+    lines = [header, "|---" * (len(KINDS) + 2) + "|"]
     for cls, rules in LAYER_TABLE.items():
-        row = _Row(f"`{cls.__name__}`")
+        row = _Row(f"`{cls.__name__}` | {EDGE_INPUTS.get(cls, '—')}")
         for kind in KINDS:
             rule = rules.get(kind)
             if rule is None or rule.refused is not None:

@@ -12,9 +12,13 @@ weight gradient, and the input gradient of the first layer skipped when the feat
 Supported layers, with PyG 2.8's semantics (global degrees, parallel edges and repeated self
 loops as PyG counts them): ``GCNConv`` (``Â = D^-1/2 (A + I) D^-1/2`` or as configured),
 ``SAGEConv`` with ``mean``/``sum`` aggregation (root term ``X·W_r`` on row slices) and
-``GraphConv`` (``mean``/``sum``/``add``). Anything else — attention layers, other aggregations,
-``SAGEConv(project=True | normalize=True)``, edge weights, batch norms between layers — is
-refused by name when the context is prepared.
+``GraphConv`` (``mean``/``sum``/``add``). ``GCNConv`` and ``GraphConv`` also take an
+``edge_weight`` (the batch's edge attribute in the partition's edge order): ``Â`` then holds the
+weights (GCN: normalised by global weighted degrees), built on the first call with that weight
+tensor (on a layer's first call the ranks agree whether it is weighted: one flag all-reduce,
+counted in ``setup_counter``). Anything else — attention layers, other aggregations, edge features,
+``SAGEConv(project=True | normalize=True)``, batch norms between layers — is refused by name
+when the context is prepared.
 
 Between layers the model's own code (ReLU, dropout) sees the layout of the plan's boundary:
 row slices ``[num_owned, f]`` or column slices ``[n_panel, f_j]``, so only element-wise operations
@@ -38,7 +42,13 @@ from torch_geometric.nn.conv import MessagePassing
 from lightning_gnn_dist.comm.rdm import RDMExchange
 from lightning_gnn_dist.comm.rdm_plan import LayerPlan, LayerShape, plan_network
 from lightning_gnn_dist.data.csr import CSRAdjacency
-from lightning_gnn_dist.nn.context import CONTEXTS, GraphContext
+from lightning_gnn_dist.nn.context import (
+    CONTEXTS,
+    GraphContext,
+    check_edge_weight,
+    weight_identity,
+)
+from lightning_gnn_dist.nn.layers import table_class
 from lightning_gnn_dist.nn.norm import DistBatchNorm
 from lightning_gnn_dist.nn.spmm import SparseMatrix, spmm
 
@@ -75,7 +85,7 @@ def layer_spec(module: nn.Module, name: str) -> LayerSpec:
     Raises:
         NotImplementedError: a layer or option RDM cannot run exactly (named in the message).
     """
-    label = f"{type(module).__name__} ({name or 'model'})"
+    label = f"{table_class(module).__name__} ({name or 'model'})"
 
     def refuse(reason: str) -> NotImplementedError:
         return NotImplementedError(
@@ -126,6 +136,8 @@ class RDMContext(GraphContext):
     _plans: dict[tuple, list[LayerPlan]] = field(default_factory=dict, repr=False)
     _pass_plans: list[LayerPlan] | None = None
     _static: tuple | None = None  # (feature tensor, its version, its column slice)
+    _weighted: dict[tuple, tuple] = field(default_factory=dict, repr=False)
+    _is_weighted: dict[tuple, bool] = field(default_factory=dict, repr=False)
 
     @property
     def rdm(self) -> RDMExchange:
@@ -175,18 +187,25 @@ class RDMContext(GraphContext):
                 self.rdm.layout.replication,
             )
 
-    def _build_matrices(self, kind: tuple) -> tuple[SparseMatrix, SparseMatrix]:
+    def _build_matrices(
+        self, kind: tuple, edge_weight: Tensor | None = None, improved: bool = False
+    ) -> tuple[SparseMatrix, SparseMatrix]:
         """``(Â row panel, Âᵀ row panel)`` of ``kind`` as CSR ``[n_panel, N]`` (one object when
-        ``Â`` is symmetric), from the weighted in-edges every rank contributes."""
+        ``Â`` is symmetric), from the weighted in-edges every rank contributes (with
+        ``edge_weight [E_local]``: the layer's edge weights; GCN: normalised by global weighted
+        degrees, ``improved`` choosing the added loops' weight)."""
         part = self.partition
         if kind[0] == "gcn":
-            edge_index, weight = part.gcn_edge_weight(kind[1], False, kind[2])
+            edge_index, weight = part.gcn_edge_weight(
+                kind[1], improved, kind[2], edge_weight, self._halo_degree
+            )
         else:
             edge_index = part.edge_index
-            weight = torch.ones(edge_index.size(1))
+            weight = torch.ones(edge_index.size(1)) if edge_weight is None else edge_weight
+            weight = weight.to(torch.float32).cpu()
             if kind[0] == "mean":
                 count = torch.bincount(edge_index[1], minlength=part.num_owned).clamp(min=1)
-                weight = 1.0 / count[edge_index[1]].to(torch.float32)
+                weight = weight / count[edge_index[1]].to(torch.float32).cpu()
         start, end = part.owned_range
         src, dst = edge_index.cpu()
         local_to_global = torch.cat([torch.arange(start, end), part.halo_ids.cpu()])
@@ -235,10 +254,11 @@ class RDMContext(GraphContext):
 
     def memory_bytes(self) -> dict[str, int]:
         """Bytes this rank holds for RDM: ``adjacency`` (the ``Â``/``Âᵀ`` panels' structure and
-        values, shared when symmetric), ``feature_columns`` (the static features' column
+        values, shared when symmetric; weighted layers' own panels included), ``feature_columns`` (the static features' column
         slice)."""
         seen, total = set(), 0
-        for matrices in self._matrices.values():
+        weighted = [matrices for _, matrices in self._weighted.values()]
+        for matrices in [*self._matrices.values(), *weighted]:
             for m in matrices:
                 if id(m) not in seen:
                     seen.add(id(m))
@@ -253,9 +273,12 @@ class RDMContext(GraphContext):
         }
 
     # -- running a layer ----------------------------------------------------------------------
-    def layer_output(self, module: nn.Module, x: Tensor) -> Tensor:
-        """The whole layer ``module`` on ``x`` in the plan's input layout; returns its output
-        in the plan's output layout."""
+    def layer_output(
+        self, module: nn.Module, x: Tensor, edge_weight: Tensor | None = None
+    ) -> Tensor:
+        """The whole layer ``module`` on ``x`` (with ``edge_weight``, ``[E_local]`` in the
+        partition's edge order, if given) in the plan's input layout; returns its output in
+        the plan's output layout."""
         index = self._index.get(id(module))
         if index is None:
             name = getattr(module, "layer_name", "") or type(module).__name__
@@ -294,8 +317,65 @@ class RDMContext(GraphContext):
         plan = self._pass_plans[index]
         self._check_input(spec, plan, x, static is not None)
         weight, bias, root = spec.parameters()
-        run = _LayerRun(self, spec, plan, static, self._matrices[spec.kind])
+        matrices = self._matrices[spec.kind]
+        if self._agree_on_weights(spec, edge_weight):
+            matrices = self._weighted_matrices(spec, edge_weight)
+        run = _LayerRun(self, spec, plan, static, matrices)
         return _RDMLayer.apply(x, weight, bias, root, run)
+
+    def _agree_on_weights(self, spec: LayerSpec, edge_weight: Tensor | None) -> bool:
+        """Whether the layer runs with ``edge_weight``, (re)building its weighted ``Â`` for a
+        weight tensor it has not seen. Building is collective: on a layer's first call the ranks
+        agree whether it is weighted (one all-reduce of two flags, counted in ``setup_counter``
+        as ``("edge weights", "control")``); later a rank rebuilds when its weight tensor
+        changed, which happens on every rank at once (each passes its batch's edge attribute)."""
+        key = (spec.name, spec.kind)
+        if key not in self._is_weighted:
+            ex = self.rdm
+            flags = torch.tensor(
+                [int(edge_weight is not None), int(edge_weight is None)],
+                dtype=torch.int32,
+                device=ex.device,
+            )
+            if ex.world_size > 1:
+                dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=ex.group)
+                ex.setup_counter.record(
+                    "edge weights",
+                    "control",
+                    rows_sent=2,
+                    rows_received=2,
+                    width=1,
+                    element_size=4,
+                    messages_sent=1,
+                    messages_received=1,
+                )
+            if all(flags.tolist()):
+                raise ValueError(
+                    f"exchange='rdm': layer {spec.name} got an edge_weight on some ranks and "
+                    "none on others; pass the batch's edge attribute on every rank"
+                )
+            self._is_weighted[key] = bool(flags[0])
+        if self._is_weighted[key] != (edge_weight is not None):
+            raise ValueError(
+                f"exchange='rdm': layer {spec.name} was called "
+                f"{'with' if self._is_weighted[key] else 'without'} an edge_weight before and "
+                f"{'without' if edge_weight is None else 'with'} one now; RDM builds Â once per "
+                "layer, so call it the same way every step"
+            )
+        if edge_weight is None:
+            return False
+        check_edge_weight(
+            edge_weight, self.partition.edge_index.size(1), table_class(spec.module).__name__
+        )
+        cached = self._weighted.get(key)
+        if cached is None or cached[0] != weight_identity(edge_weight):
+            improved = bool(getattr(spec.module, "improved", False))
+            matrices = self._build_matrices(spec.kind, edge_weight.detach(), improved)
+            self._weighted[key] = (weight_identity(edge_weight), matrices)
+        return True
+
+    def _weighted_matrices(self, spec: LayerSpec, edge_weight: Tensor):
+        return self._weighted[(spec.name, spec.kind)][1]
 
     def _static_columns(self, x: Tensor) -> Tensor | None:
         """The column slice of ``x`` if it is the partition's (unchanged) feature matrix on

@@ -26,6 +26,10 @@ from torch.autograd import Function
 from lightning_gnn_dist.data.csr import CSRAdjacency
 
 REDUCTIONS = ("sum", "add", "mean")
+CUDA_KERNELS = ("csr", "embedding_bag")
+#: The product's kernel on CUDA tensors: ``"csr"`` (cuSPARSE's SpMM through ``torch.sparse``)
+#: or ``"embedding_bag"`` (the CPU's kernel). ``python -m benchmarks.gpu_check`` times both.
+CUDA_KERNEL = "csr"
 
 
 def csr_tensor(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
@@ -130,9 +134,12 @@ def spmm(matrix: SparseMatrix, x: Tensor) -> Tensor:
 def _product(adj: CSRAdjacency, values: Tensor | None, dense: Tensor) -> Tensor:
     """``Â · dense`` as one ``embedding_bag`` (row ``i`` = the bag of its entries' columns):
     torch's vectorised gather-and-sum kernel, ~5× faster than ``torch.sparse.mm`` on CSR on
-    CPU (1 M entries, 64 columns, one thread: ~10 ms against ~50 ms)."""
+    CPU (1 M entries, 64 columns, one thread: ~10 ms against ~50 ms). On CUDA tensors:
+    cuSPARSE (:func:`product_csr`) unless :data:`CUDA_KERNEL` says otherwise."""
     if adj.num_entries == 0 or dense.size(1) == 0:
         return dense.new_zeros(adj.num_rows, dense.size(1))
+    if dense.is_cuda and CUDA_KERNEL == "csr":
+        return product_csr(adj, values, dense)
     return F.embedding_bag(
         adj.col,
         dense.contiguous(),
@@ -141,6 +148,14 @@ def _product(adj: CSRAdjacency, values: Tensor | None, dense: Tensor) -> Tensor:
         per_sample_weights=values,
         include_last_offset=True,
     )
+
+
+def product_csr(adj: CSRAdjacency, values: Tensor | None, dense: Tensor) -> Tensor:
+    """``Â · dense`` through a ``torch`` CSR tensor (cuSPARSE's SpMM on CUDA; any device)."""
+    if values is None:
+        values = dense.new_ones(adj.num_entries)
+    matrix = csr_tensor(adj.crow, adj.col, values.to(dense.dtype), adj.shape)
+    return torch.sparse.mm(matrix, dense.contiguous())
 
 
 class _SpMM(Function):

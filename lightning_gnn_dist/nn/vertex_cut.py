@@ -5,13 +5,16 @@ Layers run unchanged on a :class:`~lightning_gnn_dist.data.vertex_cut.VertexCutP
 every local copy ``[num_local, d]`` and ``edge_index`` the part's edges. The exchange's halo is
 empty, so a layer's aggregates are partial for split vertices; this context completes them:
 
-* ``DistGCNConv`` asks :meth:`VertexCutContext.synchronise` (sum of globally normalised terms);
+* ``DistGCNConv`` asks :meth:`VertexCutContext.synchronise` (sum of globally normalised terms;
+  with ``edge_weight`` the weighted degrees are summed over a vertex's copies once,
+  :meth:`VertexCutContext.weighted_gcn_edges`);
 * every other ``MessagePassing`` layer passes PyG's aggregate forward hook
   (:meth:`VertexCutContext.after_aggregate`): ``sum``/``add`` aggregates are synchronised as they
   are, ``mean`` as local sums divided by the **global** in-degree, ``max`` element-wise.
 
-Attention layers (softmax over a vertex's whole neighbourhood) and other aggregations are
-refused with an error. The dense update after aggregation is computed identically on every copy.
+Edge weights and features live with their edge's part, so sums, means and maxima of messages
+built from them are synchronised like any other. Attention layers (softmax over a vertex's whole
+neighbourhood), softmax/power aggregations and other aggregations are refused with an error. The dense update after aggregation is computed identically on every copy.
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ import torch
 from torch import Tensor
 from torch_geometric.nn import GATConv, GATv2Conv, TransformerConv
 
-from lightning_gnn_dist.nn.context import CONTEXTS, GraphContext
+from lightning_gnn_dist.comm.vertex_cut import PartialAggregateSync
+from lightning_gnn_dist.data.graph import (
+    gcn_normalise,
+    gcn_weighted_edges,
+    last_self_loop,
+    weighted_in_degree,
+)
+from lightning_gnn_dist.nn.context import CONTEXTS, GraphContext, check_edge_weight
 
 _ATTENTION = (GATConv, GATv2Conv, TransformerConv)
 _SUM, _MEAN, _MAX = ("add", "sum"), ("mean",), ("max",)
@@ -33,6 +43,59 @@ class VertexCutContext(GraphContext):
 
     def synchronise(self, aggregated: Tensor, layer: str) -> Tensor:
         return self.exchange.synchronise(aggregated, layer, "sum")
+
+    def weighted_gcn_edges(
+        self, edge_weight: Tensor, add_self_loops: bool, improved: bool, normalize: bool
+    ) -> tuple[Tensor, Tensor]:
+        """PyG's ``gcn_norm`` with ``edge_weight`` (``[E_local]``, the part's edge order) on the
+        part's edges, from global weighted degrees: partial weighted in-degrees are summed over
+        a vertex's copies (one exact ``cd-0`` synchronisation, :attr:`setup_counter`), and the
+        added self loop sits on the root copy only, weighing the vertex's last loop in the
+        dataset's edge order (found by a ``max`` synchronisation of the loops' edge ids, since a
+        multigraph's loops of one vertex may lie on several parts) or the fill value."""
+        part = self.partition
+        check_edge_weight(edge_weight, part.edge_index.size(1))
+        weight = edge_weight.detach()
+        if not normalize:
+            return part.edge_index, weight
+        edge_index, num_local = part.edge_index, part.num_owned
+        if not add_self_loops:
+            partial = weighted_in_degree(edge_index, weight, num_local)
+            degree = self._setup_sum(partial.unsqueeze(1))[:, 0]
+            return edge_index, gcn_normalise(edge_index, weight, degree)
+        order = None if part.edge_ids is None else part.edge_ids.to(edge_index.device)
+        key, last_weight, has_loop = last_self_loop(edge_index, weight, num_local, order)
+        with torch.no_grad():
+            sync = self._setup_sync()
+            global_key = sync.synchronise(key.unsqueeze(1), "gcn self loop", "max").squeeze(1)
+        kept_here = has_loop & (key == global_key)
+        non_loop = edge_index[0] != edge_index[1]
+        partial = torch.stack(
+            [
+                weighted_in_degree(edge_index[:, non_loop], weight[non_loop], num_local),
+                torch.where(kept_here, last_weight, torch.zeros_like(last_weight)),
+            ],
+            dim=1,
+        )
+        total = self._setup_sum(partial)
+        fill = torch.full_like(total[:, 1], 2.0 if improved else 1.0)
+        loop_weight = torch.where(global_key >= 0, total[:, 1], fill)
+        roots = torch.nonzero(part.is_root.to(edge_index.device)).flatten()
+        edges, weight = gcn_weighted_edges(edge_index, weight, roots, loop_weight[roots])
+        return edges, gcn_normalise(edges, weight, total[:, 0] + loop_weight)
+
+    def _setup_sync(self) -> PartialAggregateSync:
+        """An exact ``cd-0`` synchronisation for set-up rows, counted in :attr:`setup_counter`
+        (whatever the layers' mode: ``cd-<r>`` and ``0c`` must not delay or skip degrees)."""
+        if "setup-sync" not in self._cache:
+            self._cache["setup-sync"] = PartialAggregateSync(
+                self.partition, counter=self.setup_counter, group=self.exchange.group
+            )
+        return self._cache["setup-sync"]
+
+    def _setup_sum(self, partial: Tensor) -> Tensor:
+        with torch.no_grad():
+            return self._setup_sync().synchronise(partial, "gcn weighted degree", "sum")
 
     def after_aggregate(self, module, aggr_kwargs: dict, aggregated: Tensor) -> Tensor | None:
         name = getattr(module, "layer_name", "") or type(module).__name__
@@ -49,7 +112,8 @@ class VertexCutContext(GraphContext):
                 "synchronise 'sum', 'add', 'mean' and 'max' aggregations only"
             )
         index, num_rows = aggr_kwargs["index"], aggregated.size(0)
-        local_count = torch.bincount(index, minlength=num_rows)
+        # index_add, not bincount: CUDA's bincount reads the largest index back to the host
+        local_count = index.new_zeros(num_rows).index_add_(0, index, torch.ones_like(index))
         self._check_edges(local_count, name)
         flat = aggregated.reshape(num_rows, -1)
         if aggr in _SUM:

@@ -72,8 +72,10 @@ class ConvThenNorm(nn.Module):
         return self.norm(self.conv(x, edge_index))
 
 
-def _gin():
+def _gin(norm: bool = False):
     mlp = nn.Sequential(nn.Linear(D_IN, 8), nn.ReLU(), nn.Linear(8, D_OUT))
+    if norm:  # statistics over the owned rows only: GINConv is called bipartite
+        mlp.insert(1, nn.BatchNorm1d(8))
     return GINConv(mlp, train_eps=True)
 
 
@@ -106,6 +108,7 @@ CONFIGS = {
     "graphconv-mean": lambda: GraphConv(D_IN, D_OUT, aggr="mean"),
     "graphconv-max": lambda: GraphConv(D_IN, D_OUT, aggr="max"),
     "gin": _gin,
+    "gin-batchnorm": lambda: _gin(norm=True),
     "simple-sum": lambda: SimpleConv(),
     "simple-mean-cat": lambda: SimpleConv(aggr="mean", combine_root="cat"),
     "simple-max-self-loop": lambda: SimpleConv(aggr="max", combine_root="self_loop"),

@@ -27,6 +27,7 @@ from lightning_gnn_dist.nn.layers import (
     refusal,
 )
 from tests.nn import test_differential as matrix
+from tests.nn import test_differential_edges as edge_matrix
 
 ACCEPTED = [
     (cls, kind)
@@ -56,19 +57,26 @@ def _pyg_layers() -> list[type[nn.Module]]:
 
 
 @functools.cache
-def _classes(name: str) -> frozenset[type]:
-    return frozenset(type(m) for m in matrix.make_model(name).modules())
+def _classes(module, name: str) -> frozenset[type]:
+    return frozenset(type(m) for m in module.make_model(name).modules())
 
 
 def test_every_accepted_layer_is_in_the_differential_matrix():
-    """Each (layer, kind) the table accepts as exact runs in every mode of the kind."""
+    """Each (layer, kind) the table accepts as exact runs in every mode of the kind, in the
+    layer matrix or in the matrix of edge weights and features (``test_differential_edges``)."""
     missing = []
     for cls, kind in ACCEPTED:
         if LAYER_TABLE[cls][kind].status != "exact":  # neighbour batch norms: synchronised
             assert kind == "neighbor" and cls in NORMS, (cls, kind)
             continue
         modes = {mode for mode, k in matrix.MODES.items() if k == kind}
-        covered = {mode for mode in modes for name in matrix.cells(mode) if cls in _classes(name)}
+        covered = {
+            mode
+            for mode in modes
+            for module in (matrix, edge_matrix)
+            for name in module.cells(mode)
+            if cls in _classes(module, name)
+        }
         missing += [f"{cls.__name__} in {mode}" for mode in sorted(modes - covered)]
     assert not missing, f"accepted but not run: {missing}"
 
@@ -98,9 +106,10 @@ VIOLATIONS = {
     (pyg_nn.SimpleConv, "aggr"): lambda: pyg_nn.SimpleConv(aggr="min"),
     (pyg_nn.SimpleConv, "combine_root"): lambda: pyg_nn.SimpleConv(combine_root="self_loop"),
     (pyg_nn.EdgeConv, "aggr"): lambda: pyg_nn.EdgeConv(nn.Linear(8, 4), aggr="min"),
-    (pyg_nn.GATConv, "edge_dim"): lambda: pyg_nn.GATConv(4, 4, edge_dim=2),
-    (pyg_nn.GATv2Conv, "edge_dim"): lambda: pyg_nn.GATv2Conv(4, 4, edge_dim=2),
-    (pyg_nn.TransformerConv, "edge_dim"): lambda: pyg_nn.TransformerConv(4, 4, edge_dim=2),
+    (pyg_nn.NNConv, "aggr"): lambda: pyg_nn.NNConv(4, 4, nn.Linear(2, 16), aggr="min"),
+    (pyg_nn.CGConv, "aggr"): lambda: pyg_nn.CGConv(4, dim=2, aggr="min"),
+    (pyg_nn.GMMConv, "aggr"): lambda: pyg_nn.GMMConv(4, 4, dim=2, kernel_size=2, aggr="min"),
+    (pyg_nn.GENConv, "aggr"): lambda: pyg_nn.GENConv(4, 4),  # softmax
     (pyg_nn.LGConv, "normalize"): lambda: pyg_nn.LGConv(normalize=True),
 }
 CONDITIONS = [
