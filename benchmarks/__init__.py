@@ -28,4 +28,5 @@ NAMES = (
     "peer_dgl",
     "auto_plan",
     "gpu_check",
+    "attribute_memory",
 )

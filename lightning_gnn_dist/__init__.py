@@ -4,7 +4,7 @@ PyTorch Lightning.
 Importing the package registers the ``gnn_ddp``, ``gnn_ddp_spawn`` and ``gnn_ddp_fork``
 strategies in every installed Lightning namespace (``lightning.pytorch`` and
 ``pytorch_lightning``), whether the namespace is imported before or after the package.
-``GNNStrategy``, ``GraphPartitionDataModule``, the callbacks and ``NodeClassifier`` are
+``GNNStrategy``, ``GraphPartitionDataModule``, the callbacks, ``NodePredictor`` and ``NodeClassifier`` are
 namespace-neutral: they build the class of the namespace your code imported (see
 :mod:`lightning_gnn_dist.lightning.compat` for the rule; :func:`lightning_namespace` picks one
 explicitly, ``X.for_namespace(name)`` gives the concrete class).
@@ -41,6 +41,7 @@ _LAZY = {
     "GNNStrategy": "lightning_gnn_dist.lightning.strategy",
     "GraphPartitionDataModule": "lightning_gnn_dist.lightning.datamodule",
     "NodeClassifier": "lightning_gnn_dist.lightning.module",
+    "NodePredictor": "lightning_gnn_dist.lightning.module",
     "PartitionReport": "lightning_gnn_dist.lightning.callbacks",
     "PredictionWriter": "lightning_gnn_dist.lightning.callbacks",
     "distribute": "lightning_gnn_dist.nn",
@@ -58,6 +59,7 @@ _NEUTRAL = frozenset(
         "GNNStrategy",
         "GraphPartitionDataModule",
         "NodeClassifier",
+        "NodePredictor",
         "PartitionReport",
         "PredictionWriter",
     }
@@ -99,6 +101,7 @@ __all__ = [
     "GNNStrategy",
     "GraphPartitionDataModule",
     "NodeClassifier",
+    "NodePredictor",
     "PartitionReport",
     "PredictionWriter",
     "distribute",

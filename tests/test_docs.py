@@ -174,6 +174,28 @@ RUN: dict[str, Run] = {
     ),
     "cost-model": Run(in_process=True, expect=(r"(?m)^0\.\d+ \[[0-9. e\n-]+\] \[",)),
     "neighbor-loader-single": Run(in_process=True, expect=(r"^9 Data\(x=\[\d+, 64\]", "n_id=")),
+    "own-graph": Run(
+        in_process=True,
+        expect=(
+            r"multilabel 2 \d+",
+            r"edge_weight=\[8\]",
+            r"edge_attr=\[8, 3\]",
+            r"pos=\[6, 2\]",
+            r"e_id=\[8\]",
+        ),
+    ),
+    "own-graph-task": Run(
+        in_process=True,
+        subs=(("max_epochs=30", "max_epochs=3"),),
+        expect=(r"multilabel \[\{'test_loss': [0-9.]+, 'test_rocauc': 0\.\d+\}\]",),
+    ),
+    "own-graph-specs": Run(
+        in_process=True,
+        expect=(
+            r"regression \(500,\) \(\d+, 8\) \(\d+,\)",
+            r"multilabel \(1000, 112\) \(\d+, 8\)",
+        ),
+    ),
     "quickstart-partition": Run(
         in_process=True,
         expect=(r"hypergraph", r"metis", r"random"),
@@ -220,6 +242,8 @@ SKIP: dict[str, str] = {
     "examples-scripts": "the three example scripts run in tests/test_examples.py with fewer epochs",
     "existing-module-example": "tests/test_examples.py runs examples/existing_module.py with "
     "--dropout 0 (5 epochs) and checks both accuracies",
+    "own-module-multilabel": "a fragment (a training_step); tests/lightning/test_tasks.py trains "
+    "the same loss over labelled entries through GNNStrategy against single-process PyG",
     "existing-module-fragment": "a fragment (the module's body is elided); the complete program is "
     "examples/existing_module.py, run by tests/test_examples.py",
     "graphsage-fragment": "the lines that change in examples/graphsage_lightning.py, which "

@@ -104,6 +104,8 @@ def test_examples_exist():
         "graphsage_digits.yaml",
         "gat_digits.yaml",
         "graphsage_module.yaml",
+        "sbm_regression.yaml",
+        "genconv_proteins.yaml",
     }
 
 
@@ -178,6 +180,36 @@ def test_cli_trains_a_user_module_from_a_config_on_two_ranks(tmp_path):
         "best.ckpt",
         "last.ckpt",
     }
+
+
+# Issue 30: the task configs train end to end from the command line (a few epochs) and print
+# their task's test metrics: (config, overrides, metric -> (low, high) bounds of its value).
+TASK_CONFIGS = {
+    "sbm_regression.yaml": (
+        ["--trainer.max_epochs", "5"],
+        {"test_mae": (0.0, 2.0), "test_rmse": (0.0, 2.0)},  # standardised targets: std 1
+    ),
+    "genconv_proteins.yaml": (
+        ["--trainer.max_epochs", "3", "--data.dataset", "proteins?num_nodes=400&avg_degree=10"],
+        {"test_rocauc": (0.0, 1.0)},
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(TASK_CONFIGS))
+def test_task_config_trains_from_the_cli_and_prints_its_metrics(name, tmp_path):
+    """``NodePredictor`` reads the task from the datamodule: regression (MAE, RMSE) and the
+    ogbn-proteins-shaped multi-label graph with DeeperGCN (ROC-AUC), 2 ranks via popen."""
+    overrides, bounds = TASK_CONFIGS[name]
+    config = str(EXAMPLES / name)
+    result = _run(["-m", "lightning_gnn_dist", "fit", "--config", config, *overrides], tmp_path)
+    assert result.returncode == 0, _tail(result.stdout, result.stderr)
+    for metric, (low, high) in bounds.items():  # the test table of test_after_fit
+        values = re.findall(rf"{metric}\s*│\s*([0-9.e-]+)", result.stdout)
+        assert len(values) == 1, _tail(result.stdout, result.stderr)
+        assert low < float(values[0]) < high, (metric, values)
+    assert (tmp_path / "checkpoints" / Path(name).stem / "last.ckpt").is_file()
 
 
 def test_misspelt_config_key_is_rejected(tmp_path):

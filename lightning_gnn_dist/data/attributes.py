@@ -34,10 +34,20 @@ RESERVED_NAMES: frozenset[str] = frozenset(
         "num_train_global",
         "num_val_global",
         "num_test_global",
+        "num_train_labels_global",
+        "num_val_labels_global",
+        "num_test_labels_global",
+        "local_partition",
+        "global_in_degree",
+        "global_self_loops",
+        "global_gcn_weight_terms",
+        "task",
     }
 )
 
-#: Graph-level descriptions that are not partitioned (kept by the dataset, never by a part).
+#: Graph-level descriptions that are not partitioned (kept by the dataset, never by a part);
+#: so is a string ``task``, the targets' task :func:`~lightning_gnn_dist.data.load_dataset`
+#: records.
 _GRAPH_LEVEL: frozenset[str] = frozenset({"name", "num_nodes", "edge_index"})
 
 
@@ -76,6 +86,8 @@ def graph_attributes(data: Data) -> GraphAttributes:
         if key in _GRAPH_LEVEL or key in CORE_NODE_ATTRS:
             continue
         value = data[key]
+        if key == "task" and isinstance(value, str):
+            continue
         if not isinstance(value, Tensor) or value.dim() == 0:
             other.append(key)
             continue
@@ -98,3 +110,14 @@ def graph_attributes(data: Data) -> GraphAttributes:
             )
         target.append(key)
     return GraphAttributes(tuple(node), tuple(edge), tuple(other))
+
+
+def batch_attributes(part) -> dict[str, Tensor]:
+    """What a batch of the whole ``part`` carries besides its core fields: every node attribute
+    (the part's rows), every edge attribute (in the part's ``edge_index`` order) and ``e_id``
+    (each local edge's position in the dataset's canonical ``edge_index``; absent in parts
+    stored before it existed). ``part`` is a ``LocalPartition`` or a ``VertexCutPart``."""
+    tensors = {**part.node_attrs, **part.edge_attrs}
+    if part.edge_ids is not None:
+        tensors["e_id"] = part.edge_ids
+    return tensors

@@ -29,18 +29,22 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from .contract import canonical_features, check_dataset_argument, enforce_contract
 from .errors import DatasetError
 from .formats import read_edgelist, read_metis, read_mtx
 from .graph import canonicalize, distinct_edges
 from .limits import check_graph_fits
 from .ogb import DEFAULT_OGB_ROOT, load_ogb
 from .synthetic import add_synthetic_features, random_split_masks, rmat, sbm
+from .synthetic_attrs import ATTRIBUTE_OPTIONS, add_synthetic_attributes, proteins
+from .targets import canonical_targets
 
 __all__ = [
     "DATASET_KINDS",
     "DatasetError",
     "DatasetKind",
     "DatasetSpec",
+    "check_dataset_argument",
     "load_dataset",
     "load_digits_graph",
     "parse_dataset_spec",
@@ -54,6 +58,10 @@ SYNTHETIC_OPTIONS: dict[str, tuple[type, Any]] = {
     "seed": (int, 0),
 }
 
+
+ATTRIBUTES = frozenset(ATTRIBUTE_OPTIONS)
+"""Spec options applied after loading (:func:`~.synthetic_attrs.add_synthetic_attributes`),
+not passed to a kind's ``load``."""
 
 _FILLED = ("x", "y", "train_mask", "val_mask", "test_mask")
 
@@ -238,54 +246,7 @@ def _typed_options(
     return options
 
 
-def check_dataset_argument(dataset: Any) -> None:
-    """Refuse, before anything is loaded, a ``dataset`` argument that no data module can
-    train on: not a spec string or a homogeneous ``Data``, or a ``Data`` whose targets are not
-    class labels (cheap: one pass over ``y``, no copy of the graph).
-
-    Raises:
-        DatasetError: (a ``ValueError``) a ``HeteroData`` (not supported yet), another type,
-            or a ``y`` of non-integer values (regression, not supported yet) or of several
-            columns (multi-label or multi-target).
-    """
-    from torch_geometric.data import HeteroData
-
-    if isinstance(dataset, HeteroData):
-        raise DatasetError(
-            "heterogeneous graphs (HeteroData) are not supported yet; pass a homogeneous "
-            "torch_geometric Data (HeteroData.to_homogeneous() merges the types when their "
-            "features have the same width)"
-        )
-    if isinstance(dataset, str):
-        return
-    if not isinstance(dataset, Data):
-        raise DatasetError(
-            f"dataset must be a spec string like 'digits' or a torch_geometric Data (got "
-            f"{type(dataset).__name__})"
-        )
-    source = f"in-memory Data ({getattr(dataset, 'name', None) or 'unnamed'})"
-    y = getattr(dataset, "y", None)
-    if y is None:
-        return
-    if not isinstance(y, torch.Tensor):
-        raise DatasetError(f"{source}: y must be a tensor of class labels (got {type(y).__name__})")
-    if y.dim() == 2 and y.size(1) > 1:
-        raise DatasetError(
-            f"{source}: y has {y.size(1)} columns {tuple(y.shape)}; multi-label and multi-target "
-            "training is not supported yet: give one integer class label per vertex"
-        )
-    if y.is_floating_point():
-        known = y[~torch.isnan(y)]
-        fractional = known[(known != known.round()) | torch.isinf(known)]
-        if fractional.numel():
-            raise DatasetError(
-                f"{source}: y holds non-integer values (e.g. {float(fractional[0]):g}): "
-                "regression targets are not supported yet; give integer class labels (-1 or "
-                "NaN for unlabelled)"
-            )
-
-
-def load_dataset(spec: str | Data, **overrides: Any) -> Data:
+def load_dataset(spec: str | Data, *, task: str | None = None, **overrides: Any) -> Data:
     """Load a dataset into the project's canonical form.
 
     Args:
@@ -320,6 +281,7 @@ def load_dataset(spec: str | Data, **overrides: Any) -> Data:
     if isinstance(spec, Data):
         source = f"in-memory Data ({getattr(spec, 'name', None) or 'unnamed'})"
         options = _typed_options(source, SYNTHETIC_OPTIONS, overrides, "Data")
+        given = {}
         name = spec.name if isinstance(getattr(spec, "name", None), str) else "graph"
         data = spec
     else:
@@ -343,14 +305,14 @@ def load_dataset(spec: str | Data, **overrides: Any) -> Data:
             )
         given = {**parsed.options, **overrides}
         options = _typed_options(quoted, kind.options, given, kind.name)
-        data = kind.load(parsed.arg, options)
+        data = kind.load(parsed.arg, {k: options[k] for k in options if k not in ATTRIBUTES})
         name = data.name if isinstance(getattr(data, "name", None), str) else kind.name
 
     data = canonicalize(data, source=source)
     if getattr(data, "x", None) is not None:  # checked before teacher labels are made from x
-        data.x = _canonical_features(data.x, data.num_nodes, source)
+        data.x = canonical_features(data.x, data.num_nodes, source)
     if getattr(data, "y", None) is not None:
-        data.y = _canonical_labels(data.y, data.num_nodes, source)
+        data.y, _ = canonical_targets(data.y, data.num_nodes, source, task)
     if any(getattr(data, key, None) is None for key in _FILLED):
         features = options.get("features", SYNTHETIC_OPTIONS["features"][1])
         if getattr(data, "x", None) is None:
@@ -363,61 +325,19 @@ def load_dataset(spec: str | Data, **overrides: Any) -> Data:
             classes=options.get("classes", SYNTHETIC_OPTIONS["classes"][1]),
             seed=options.get("seed", SYNTHETIC_OPTIONS["seed"][1]),
         )
-    data = _enforce_contract(data, source)
+    if "targets" in options:  # the kinds with synthetic targets and edge attributes
+        targets = options["targets"] if "targets" in given or task is None else task
+        data = add_synthetic_attributes(
+            data,
+            targets=targets,
+            edge_features=options["edge_features"],
+            edge_weights=options["edge_weights"],
+            seed=options.get("seed", 0),
+            source=source,
+        )
+    data = enforce_contract(data, source, task)
     data.name = name
     return data
-
-
-def _enforce_contract(data: Data, source: str) -> Data:
-    """Cast ``x``, ``y`` and the masks to the canonical dtypes and shapes (or explain why not)."""
-    num_nodes = data.num_nodes
-    data.x = _canonical_features(data.x, num_nodes, source)
-    data.y = _canonical_labels(data.y, num_nodes, source)
-
-    for key in ("train_mask", "val_mask", "test_mask"):
-        mask = data[key]
-        if mask.shape != (num_nodes,):
-            raise DatasetError(
-                f"{source}: {key} must be a boolean mask of shape [{num_nodes}] "
-                f"(got {tuple(mask.shape)}); convert index lists with "
-                "torch_geometric.utils.index_to_mask"
-            )
-        if mask.dtype != torch.bool:
-            if not bool(((mask == 0) | (mask == 1)).all()):
-                raise DatasetError(f"{source}: {key} must hold only 0/1 or True/False values")
-            mask = mask.bool()
-        data[key] = mask
-    return data
-
-
-def _canonical_features(x: torch.Tensor, num_nodes: int, source: str) -> torch.Tensor:
-    """``[N]`` or ``[N, d]`` numbers -> ``[N, d] float32``."""
-    if x.dim() == 1:
-        x = x.unsqueeze(1)
-    if x.dim() != 2 or x.size(0) != num_nodes:
-        raise DatasetError(
-            f"{source}: x must have shape [num_nodes={num_nodes}, d] (got {tuple(x.shape)})"
-        )
-    return x.to(torch.float32).contiguous()
-
-
-def _canonical_labels(y: torch.Tensor, num_nodes: int, source: str) -> torch.Tensor:
-    """``[N]`` or ``[N, 1]`` integer (or integral float, ``NaN`` = unlabelled) -> ``[N] int64``."""
-    if y.dim() == 2 and y.size(1) == 1:
-        y = y[:, 0]
-    if y.dim() != 1 or y.size(0) != num_nodes:
-        raise DatasetError(
-            f"{source}: y must hold one class label per vertex, shape [{num_nodes}] or "
-            f"[{num_nodes}, 1] (got {tuple(y.shape)}); multi-label targets are not supported"
-        )
-    if y.is_floating_point():
-        y = torch.where(torch.isnan(y), torch.full_like(y, -1), y)
-        if not torch.equal(y, y.round()):
-            raise DatasetError(
-                f"{source}: y holds non-integer values (e.g. {float(y[y != y.round()][0])}); "
-                "class labels must be integers (-1 or NaN for unlabelled)"
-            )
-    return y.long().contiguous()
 
 
 # --------------------------------------------------------------------------------------------
@@ -486,7 +406,7 @@ def _digits(arg: str | None, options: dict[str, Any]) -> Data:
 
 @register_dataset_kind(
     "metis",
-    options=SYNTHETIC_OPTIONS,
+    options={**SYNTHETIC_OPTIONS, **ATTRIBUTE_OPTIONS},
     arg="PATH",
     description="METIS .graph file (undirected); synthetic features, labels and split",
 )
@@ -496,22 +416,34 @@ def _metis(arg: str | None, options: dict[str, Any]) -> Data:
 
 @register_dataset_kind(
     "mtx",
-    options=SYNTHETIC_OPTIONS,
+    options={"weights": (bool, False), **SYNTHETIC_OPTIONS, **ATTRIBUTE_OPTIONS},
     arg="PATH",
-    description="Matrix Market coordinate file, A[i, j] != 0 is the edge j -> i",
+    description="Matrix Market coordinate file, A[i, j] != 0 is the edge j -> i "
+    "(weights=true: its values as edge_weight)",
 )
 def _mtx(arg: str | None, options: dict[str, Any]) -> Data:
-    return read_mtx(arg)
+    return read_mtx(arg, weights=options["weights"])
 
 
 @register_dataset_kind(
     "edgelist",
-    options={"directed": (bool, True), "num_nodes": (int, None), **SYNTHETIC_OPTIONS},
+    options={
+        "directed": (bool, True),
+        "num_nodes": (int, None),
+        "weights": (bool, False),
+        **SYNTHETIC_OPTIONS,
+        **ATTRIBUTE_OPTIONS,
+    },
     arg="PATH",
-    description="'src dst' per line (0-based ids, whitespace or commas)",
+    description="'src dst [weight]' per line (0-based ids, whitespace or commas)",
 )
 def _edgelist(arg: str | None, options: dict[str, Any]) -> Data:
-    return read_edgelist(arg, directed=options["directed"], num_nodes=options["num_nodes"])
+    return read_edgelist(
+        arg,
+        directed=options["directed"],
+        num_nodes=options["num_nodes"],
+        weights=options["weights"],
+    )
 
 
 @register_dataset_kind(
@@ -524,6 +456,7 @@ def _edgelist(arg: str | None, options: dict[str, Any]) -> Data:
         "features": (int, 32),
         "noise": (float, 3.0),
         "seed": (int, 0),
+        **ATTRIBUTE_OPTIONS,
     },
     description="stochastic block model with class-informative features (undirected)",
 )
@@ -540,12 +473,29 @@ def _sbm(arg: str | None, options: dict[str, Any]) -> Data:
         "b": (float, 0.19),
         "c": (float, 0.19),
         **SYNTHETIC_OPTIONS,
+        **ATTRIBUTE_OPTIONS,
     },
     aliases=("powerlaw",),
     description="directed R-MAT power-law graph on 2**scale vertices",
 )
 def _rmat(arg: str | None, options: dict[str, Any]) -> Data:
     return rmat(**options)
+
+
+@register_dataset_kind(
+    "proteins",
+    options={
+        "num_nodes": (int, 2000),
+        "avg_degree": (float, 20.0),
+        "edge_features": (int, 8),
+        "tasks": (int, 112),
+        "species": (int, 8),
+        "seed": (int, 0),
+    },
+    description="ogbn-proteins-shaped: edge_attr [E, 8], 112 binary tasks, node_species",
+)
+def _proteins(arg: str | None, options: dict[str, Any]) -> Data:
+    return proteins(**options)
 
 
 @register_dataset_kind(

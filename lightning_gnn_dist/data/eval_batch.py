@@ -14,6 +14,7 @@ from dataclasses import replace
 import torch
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.data.attributes import batch_attributes
 from lightning_gnn_dist.data.local import LocalPartition
 
 
@@ -26,8 +27,9 @@ def split_first(part: LocalPartition, split: str) -> tuple[LocalPartition, Data]
 
     Returns:
         The reordered :class:`LocalPartition` (for the graph context) and its batch: ``x``,
-        ``y``, masks and ``n_id`` (dataset ids) of the owned rows, the local ``edge_index``
-        (sources over ``[owned | halo]``) and ``batch_size`` = the split's owned vertices.
+        ``y``, masks, every other node attribute and ``n_id`` (dataset ids) of the owned rows,
+        the local ``edge_index`` (sources over ``[owned | halo]``) with every edge attribute in
+        its order and ``e_id``, and ``batch_size`` = the split's owned vertices.
     """
     num_owned = part.num_owned
     mask = (
@@ -54,6 +56,8 @@ def split_first(part: LocalPartition, split: str) -> tuple[LocalPartition, Data]
         send_index=new_row[part.send_index],
         in_degree=part.in_degree[local],
         has_self_loop=part.has_self_loop[local],
+        num_self_loops=None if part.num_self_loops is None else part.num_self_loops[local],
+        node_attrs={k: v[order] for k, v in part.node_attrs.items()},
         **rows,
     )
     batch = Data(
@@ -62,5 +66,6 @@ def split_first(part: LocalPartition, split: str) -> tuple[LocalPartition, Data]
         batch_size=int(mask.sum()),
         num_nodes=num_owned,
         **{k: v for k, v in rows.items() if k != "global_ids"},
+        **batch_attributes(reordered),  # edges keep their order: only their ends are renamed
     )
     return reordered, batch

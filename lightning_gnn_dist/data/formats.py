@@ -158,9 +158,17 @@ def _to_numbers(
     raise DatasetError(f"{path}: cannot parse the numbers as {what}")  # pragma: no cover
 
 
-def _edge_data(src: np.ndarray, dst: np.ndarray, num_nodes: int, path: Path) -> Data:
+def _edge_data(
+    src: np.ndarray,
+    dst: np.ndarray,
+    num_nodes: int,
+    path: Path,
+    weight: np.ndarray | None = None,
+) -> Data:
     edge_index = torch.from_numpy(np.stack([src, dst]).astype(np.int64, copy=False))
     data = Data(edge_index=edge_index, num_nodes=int(num_nodes))
+    if weight is not None:
+        data.edge_weight = torch.from_numpy(weight.astype(np.float32))
     data.name = _graph_name(path)
     return data
 
@@ -338,7 +346,7 @@ _MTX_FIELDS = {"real": 1, "integer": 1, "double": 1, "pattern": 0, "complex": 2}
 _MTX_SYMMETRIES = ("general", "symmetric", "skew-symmetric", "hermitian")
 
 
-def read_mtx(path: str | os.PathLike) -> Data:
+def read_mtx(path: str | os.PathLike, *, weights: bool = False) -> Data:
     """Read a square sparse matrix in Matrix Market coordinate format (SuiteSparse ``.mtx``).
 
     The banner is ``%%MatrixMarket matrix coordinate FIELD SYMMETRY`` with ``FIELD`` one of
@@ -353,10 +361,14 @@ def read_mtx(path: str | os.PathLike) -> Data:
 
     Args:
         path (str or os.PathLike): the ``.mtx`` file (``.gz`` allowed).
+        weights (bool): keep the values of a ``real`` or ``integer`` matrix as ``edge_weight``
+            (``A[i, j]`` is the weight of ``j -> i``; the mirrored entry of a skew-symmetric
+            file is negated). (default: ``False``)
 
     Returns:
-        ``Data`` with ``edge_index`` ``[2, E] int64`` (0-based), ``num_nodes = rows`` and
-        ``name`` = the file name without extensions.
+        ``Data`` with ``edge_index`` ``[2, E] int64`` (0-based), ``num_nodes = rows``,
+        ``edge_weight [E] float32`` (with ``weights``) and ``name`` = the file name without
+        extensions.
 
     Raises:
         FileNotFoundError: ``path`` (and ``path.gz``) do not exist.
@@ -386,6 +398,11 @@ def read_mtx(path: str | os.PathLike) -> Data:
     if symmetry not in _MTX_SYMMETRIES:
         raise DatasetError(
             f"{path}:1: unknown Matrix Market symmetry {symmetry!r}; expected {expected}"
+        )
+    if weights and _MTX_FIELDS[field] != 1:
+        raise DatasetError(
+            f"{path}:1: weights=true takes the values of a 'real' or 'integer' matrix, but the "
+            f"file is {field!r}; drop weights"
         )
 
     content = [i + 1 for i in _content_rows(lines[1:], ("%",), keep_blank=False)]
@@ -448,13 +465,18 @@ def read_mtx(path: str | os.PathLike) -> Data:
         value_index = (entry_start[:, None] + np.arange(2, width)).ravel()
         value_lines = np.repeat(entry_lines, width - 2)
         values = _to_numbers(_pick(tokens, value_index), value_lines, path, np.float64, "a number")
-        nonzero = (values.reshape(-1, width - 2) != 0).any(axis=1)
-        rows, cols = rows[nonzero], cols[nonzero]
+        values = values.reshape(-1, width - 2)
+        nonzero = (values != 0).any(axis=1)
+        rows, cols, values = rows[nonzero], cols[nonzero], values[nonzero, 0]
     src, dst = cols - 1, rows - 1  # A[i, j] != 0  <=>  edge j -> i
+    weight = values if weights else None
     if symmetry != "general":
         off = src != dst
         src, dst = np.concatenate([src, dst[off]]), np.concatenate([dst, src[off]])
-    return _edge_data(src, dst, num_rows, path)
+        if weight is not None:
+            mirrored = -weight[off] if symmetry == "skew-symmetric" else weight[off]
+            weight = np.concatenate([weight, mirrored])
+    return _edge_data(src, dst, num_rows, path, weight)
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,13 +484,18 @@ def read_mtx(path: str | os.PathLike) -> Data:
 
 
 def read_edgelist(
-    path: str | os.PathLike, *, directed: bool = True, num_nodes: int | None = None
+    path: str | os.PathLike,
+    *,
+    directed: bool = True,
+    num_nodes: int | None = None,
+    weights: bool = False,
 ) -> Data:
-    """Read an edge list: one ``src dst`` pair of 0-based vertex ids per line.
+    """Read an edge list: one ``src dst`` pair of 0-based vertex ids per line, with
+    ``weights`` a third field, the edge's weight.
 
-    Fields are separated by whitespace or commas; further fields on a line (weights,
-    timestamps) are ignored. Blank lines and lines starting with ``#`` or ``%`` are skipped
-    (comment out a CSV header line).
+    Fields are separated by whitespace or commas; further fields on a line (timestamps, and
+    weights unless ``weights``) are ignored. Blank lines and lines starting with ``#`` or ``%``
+    are skipped (comment out a CSV header line).
 
     Args:
         path (str or os.PathLike): the file (``.gz`` allowed).
@@ -477,10 +504,14 @@ def read_edgelist(
             repeated lines as parallel edges. (default: ``True``)
         num_nodes (int, optional): the number of vertices; ids must be ``< num_nodes``. If
             ``None``, it is the largest id plus one. (default: ``None``)
+        weights (bool): read the third field of every line as the edge's ``edge_weight``
+            (undirected: both directions get it; a pair listed again keeps its first line's
+            weight). (default: ``False``)
 
     Returns:
         ``Data`` with ``edge_index`` ``[2, E] int64`` (row 0 = ``src``, row 1 = ``dst``),
-        ``num_nodes`` and ``name`` = the file name without extensions.
+        ``num_nodes``, ``edge_weight [E] float32`` (with ``weights``) and ``name`` = the file
+        name without extensions.
 
     Raises:
         FileNotFoundError: ``path`` (and ``path.gz``) do not exist.
@@ -503,11 +534,25 @@ def read_edgelist(
             f"{path}:{edge_lines[k]}: expected 'src dst' (two vertex ids) but found "
             f"{lines[rows[k]].strip()!r}"
         )
+    if weights and (counts < 3).any():
+        k = int(np.flatnonzero(counts < 3)[0])
+        raise DatasetError(
+            f"{path}:{edge_lines[k]}: weights=true needs 'src dst weight' but found "
+            f"{lines[rows[k]].strip()!r}"
+        )
+    weight = None
     if (counts == 2).all():
         flat = tokens
-    else:  # ignore the extra fields (weights, timestamps)
+    else:  # ignore the extra fields (weights unless asked for, timestamps)
         starts = np.cumsum(counts) - counts
         flat = _pick(tokens, np.stack([starts, starts + 1], axis=1).reshape(-1))
+        if weights:
+            weight = _to_numbers(
+                _pick(tokens, starts + 2), edge_lines, path, np.float64, "a number"
+            )
+            if not np.isfinite(weight).all():
+                k = int(np.flatnonzero(~np.isfinite(weight))[0])
+                raise DatasetError(f"{path}:{edge_lines[k]}: weight {weight[k]} is not finite")
     ids = _to_numbers(flat, np.repeat(edge_lines, 2), path, np.int64, "a vertex id (integer)")
     if ids.size and ids.min() < 0:
         k = int(np.flatnonzero(ids < 0)[0])
@@ -533,7 +578,15 @@ def read_edgelist(
             f"(num_nodes={num_nodes}); raise num_nodes or fix the id"
         )
     src, dst = ids[0::2], ids[1::2]
-    if not directed:
+    if not directed and weight is None:
         src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
         src, dst = distinct_edges(src, dst, max(num_nodes, 1))
-    return _edge_data(src, dst, num_nodes, path)
+    elif not directed:  # both directions of line i at 2i and 2i + 1: the first line wins
+        src, dst = np.stack([src, dst], 1).ravel(), np.stack([dst, src], 1).ravel()
+        key = src * max(num_nodes, 1) + dst
+        order = np.argsort(key, kind="stable")
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = key[order[1:]] != key[order[:-1]]
+        keep = order[first]
+        src, dst, weight = src[keep], dst[keep], np.repeat(weight, 2)[keep]
+    return _edge_data(src, dst, num_nodes, path, weight)

@@ -79,27 +79,34 @@ def _allow_pyg_unpickling() -> Iterator[None]:
 
 
 def load_ogb(name: str, root: str | os.PathLike = DEFAULT_OGB_ROOT) -> Data:
-    """Load a homogeneous, single-task OGB node-classification dataset.
+    """Load a homogeneous OGB node-property dataset.
 
     Uses ``ogb.nodeproppred.PygNodePropPredDataset(name=name, root=root)`` and its
     ``get_idx_split()``. Edges are kept as OGB stores them (``ogbn-arxiv`` is directed: citing
-    -> cited paper; ``ogbn-products`` lists both directions). Labels become ``[N] int64``;
-    missing labels (``NaN``, e.g. most of ``ogbn-papers100M``) become ``-1``. The masks are the
-    official split (``train``/``valid``/``test`` indices); unlabelled vertices are in none.
+    -> cited paper; ``ogbn-products`` and ``ogbn-proteins`` list both directions). Targets follow
+    the dataset's task type: one multiclass task becomes ``y [N] int64`` with missing labels
+    (``NaN``, e.g. most of ``ogbn-papers100M``) ``-1``; binary classification with ``k`` tasks
+    (``ogbn-proteins``: 112) becomes multi-label ``y [N, k] float32`` of 0 and 1 (``NaN`` =
+    unlabelled); a regression task ``float32``. Edge features become ``edge_attr [E, d]`` and the
+    dataset's additional node and edge files (``node_species``) node and edge attributes of their
+    own names. A dataset without node features but with edge features gets ``x`` = the sum of
+    each vertex's in-edge features, as PyG's ogbn-proteins example initialises it. The masks are
+    the official split; vertices without any label are in none.
 
     Args:
-        name (str): dataset name, e.g. ``"ogbn-arxiv"``.
+        name (str): dataset name, e.g. ``"ogbn-arxiv"`` or ``"ogbn-proteins"``.
         root (str or os.PathLike): directory holding OGB datasets; ``ogbn-arxiv`` lives in
             ``root/ogbn_arxiv``. (default: ``"./data_cache/ogb"``)
 
     Returns:
-        ``Data`` with ``x`` ``[N, d] float32`` (``None`` if the dataset has no node features),
-        ``y`` ``[N] int64``, ``edge_index`` ``[2, E] int64``, ``train_mask``, ``val_mask``,
-        ``test_mask`` ``[N] bool``, ``num_nodes`` and ``name``.
+        ``Data`` with ``x`` ``[N, d] float32`` (``None`` if the dataset has neither node nor
+        edge features), ``y``, ``edge_index`` ``[2, E] int64``, ``edge_attr`` (if any), the
+        additional attributes, ``train_mask``, ``val_mask``, ``test_mask`` ``[N] bool``,
+        ``num_nodes`` and ``name``.
 
     Raises:
         ImportError: ``ogb`` is not installed.
-        ValueError: an unknown, heterogeneous or multi-task dataset.
+        ValueError: an unknown or heterogeneous dataset.
         DatasetError: ``root`` holds the dataset directory without OGB's ``RELEASE_v*.txt``
             marker (``ogb`` would ask on stdin whether to delete it).
     """
@@ -113,12 +120,7 @@ def load_ogb(name: str, root: str | os.PathLike = DEFAULT_OGB_ROOT) -> Data:
     if meta.get("is hetero") == "True":
         raise ValueError(
             f"{name} is a heterogeneous graph; only homogeneous ogbn datasets are supported "
-            "(e.g. ogbn-arxiv, ogbn-products, ogbn-papers100M)"
-        )
-    if meta.get("num tasks") != "1":
-        raise ValueError(
-            f"{name} has {meta.get('num tasks')} prediction tasks; only single-task datasets "
-            "with one class label per vertex are supported"
+            "(e.g. ogbn-arxiv, ogbn-products, ogbn-proteins, ogbn-papers100M)"
         )
     _check_release_marker(Path(root), name, meta.get("version", "1"))
 
@@ -128,26 +130,48 @@ def load_ogb(name: str, root: str | os.PathLike = DEFAULT_OGB_ROOT) -> Data:
         graph = dataset[0]
 
     num_nodes = int(graph.num_nodes)
-    y = graph.y.reshape(num_nodes, -1)[:, 0]
-    if y.is_floating_point():
-        y = torch.where(torch.isnan(y), torch.full_like(y, -1), y)
-    y = y.long()
+    y, labelled = _targets(graph.y.reshape(num_nodes, -1), meta.get("task type", ""))
     masks = []
     for key in ("train", "valid", "test"):
         mask = torch.zeros(num_nodes, dtype=torch.bool)
         mask[torch.as_tensor(split[key]).long()] = True
-        masks.append(mask & (y >= 0))
+        masks.append(mask & labelled)
+    edge_index = graph.edge_index.long()
+    edge_attr = getattr(graph, "edge_attr", None)
+    x = None if graph.x is None else graph.x.float()
+    if x is None and edge_attr is not None:
+        x = torch.zeros(num_nodes, edge_attr.size(1)).index_add_(
+            0, edge_index[1], edge_attr.float()
+        )
     data = Data(
-        x=None if graph.x is None else graph.x.float(),
+        x=x,
         y=y,
-        edge_index=graph.edge_index.long(),
+        edge_index=edge_index,
         train_mask=masks[0],
         val_mask=masks[1],
         test_mask=masks[2],
         num_nodes=num_nodes,
     )
+    if edge_attr is not None:
+        data.edge_attr = edge_attr
+    for files in ("additional node files", "additional edge files"):
+        for key in meta.get(files, "None").split(","):
+            if key != "None" and getattr(graph, key, None) is not None:
+                data[key] = graph[key]
     data.name = name
     return data
+
+
+def _targets(y: torch.Tensor, task_type: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(y, labelled [N] bool)`` in the canonical form of the OGB task type."""
+    if "regression" in task_type or (y.size(1) > 1 and "binary" in task_type):
+        y = y.float()
+        return y, ~torch.isnan(y).all(1)
+    y = y[:, 0]
+    if y.is_floating_point():
+        y = torch.where(torch.isnan(y), torch.full_like(y, -1), y)
+    y = y.long()
+    return y, y >= 0
 
 
 def _check_release_marker(root: Path, name: str, version: str) -> None:

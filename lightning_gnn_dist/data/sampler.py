@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -40,7 +40,9 @@ def use_compiled(enabled: bool | None = None) -> bool:
 
 _MASK32 = 0xFFFFFFFF
 _TABLE_IDS = 2**24  # position table of NeighborSampler: at most 128 MiB of int64
-HopSampler = Callable[[Tensor, int, int], tuple[Tensor, Tensor]]
+HopSampler = Callable[
+    [Tensor, int, int], tuple[Tensor, Tensor] | tuple[Tensor, Tensor, dict[str, Tensor]]
+]
 
 
 def _lowbias32(x: Tensor) -> Tensor:
@@ -99,6 +101,8 @@ class InEdges:
         src: ``[E] int64`` routing ids of the sources, per target sorted by dataset id.
         src_key: ``[E] int64`` dataset ids of the sources (hashed for the draw).
         dst_key: ``[num_targets] int64`` dataset ids of the targets.
+        edge: ``[E] int64`` position of each in-edge in the edge lists it was built from (how a
+            sampled edge finds its attributes and dataset edge id); ``None``: not kept.
     """
 
     start: int
@@ -106,19 +110,21 @@ class InEdges:
     src: Tensor
     src_key: Tensor
     dst_key: Tensor
+    edge: Tensor | None = None
 
     @classmethod
     def build(
         cls, src: Tensor, dst: Tensor, src_key: Tensor, dst_key: Tensor, start: int = 0
     ) -> InEdges:
         """From edge lists: ``src``/``dst`` routing ids (``dst`` in ``[start, start + T)``),
-        ``src_key [E]`` their dataset ids and ``dst_key [T]`` the targets' dataset ids."""
+        ``src_key [E]`` their dataset ids and ``dst_key [T]`` the targets' dataset ids; each
+        in-edge keeps its position in the lists (:attr:`edge`)."""
         local = dst - start
         order = torch.argsort(src_key, stable=True)
         order = order[torch.argsort(local[order], stable=True)]
         colptr = torch.zeros(dst_key.numel() + 1, dtype=torch.long)
         torch.cumsum(torch.bincount(local, minlength=dst_key.numel()), 0, out=colptr[1:])
-        return cls(start, colptr, src[order], src_key[order], dst_key)
+        return cls(start, colptr, src[order], src_key[order], dst_key, order)
 
     @classmethod
     def from_edge_index(cls, edge_index: Tensor, num_nodes: int) -> InEdges:
@@ -145,9 +151,29 @@ class InEdges:
             ``(counts [T] int64, src [Σ counts] int64)``: sampled source routing ids grouped by
             target, in target order.
         """
+        return self._select(targets, fanout, stream, replace, self.src)
+
+    def sample_edges(
+        self, targets: Tensor, fanout: int, stream: Tensor | int, replace: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """:meth:`sample` (the same draw) with each sampled in-edge's position in the edge lists
+        the structure was built from: ``(counts [T], src [Σ counts], edge [Σ counts])``."""
+        if self.edge is None:
+            raise ValueError("these in-edges keep no edge positions (edge=None)")
+        positions = getattr(self, "_positions", None)  # kept: built once per structure
+        if positions is None or positions.numel() != self.src.numel():
+            positions = self._positions = torch.arange(self.src.numel(), device=self.src.device)
+        counts, chosen = self._select(targets, fanout, stream, replace, positions)
+        return counts, self.src[chosen], self.edge[chosen]
+
+    def _select(
+        self, targets: Tensor, fanout: int, stream: Tensor | int, replace: bool, values: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """:meth:`sample`, returning ``values`` (one per in-edge, in :attr:`src`'s order) of the
+        chosen in-edges instead of their sources."""
         if fanout > 0 and not replace and use_compiled() and not self.src.is_cuda:
             return _kernels.sample_without_replacement(
-                self.colptr, self.src, self.src_key, self.dst_key, self.start,
+                self.colptr, values, self.src_key, self.dst_key, self.start,
                 targets, stream, fanout, _SPARSE,
             )  # fmt: skip
         local = targets - self.start
@@ -158,10 +184,11 @@ class InEdges:
         dst_key = self.dst_key[local]
         if fanout < 0:
             _, edge = _segment_edges(first, degree, torch.arange(local.numel()))
-            return degree, self.src[edge]
+            return degree, values[edge]
         if replace:
             stream = torch.as_tensor(stream, dtype=torch.long).expand(local.numel())
-            return self._with_replacement(first, degree, stream, dst_key, fanout)
+            counts, chosen = self._with_replacement(first, degree, stream, dst_key, fanout)
+            return counts, values[chosen]
         # One [T, fanout] matrix of chosen in-edges, row t valid up to min(degree, fanout):
         # read row by row it is the output (targets in order, each in selection order).
         counts = degree.clamp(max=fanout)
@@ -179,7 +206,7 @@ class InEdges:
             if which.numel():
                 chosen[which] = self._smallest_keys(first, degree, stream, dst_key, fanout, which)
         valid = torch.arange(fanout) < counts.unsqueeze(1)
-        return counts, self.src[chosen[valid]]
+        return counts, values[chosen[valid]]
 
     def _smallest_keys(self, first, degree, stream, dst_key, fanout, which):
         """``[len(which), fanout]`` in-edges of each target in ``which``: those with the
@@ -197,9 +224,10 @@ class InEdges:
         return edge.gather(1, position)
 
     def _with_replacement(self, first, degree, stream, dst_key, fanout):
+        """``(counts, in-edge positions)`` of ``fanout`` uniform draws per target."""
         counts = torch.where(degree > 0, fanout, 0)
         target, offset, _ = _uniform_offsets(stream, dst_key, degree, counts)
-        return counts, self.src[first[target] + offset]
+        return counts, first[target] + offset
 
     def _distinct_draws(self, first, degree, stream, dst_key, fanout, which):
         """``(complete, edges [len(complete), fanout], missing)``: for each target in ``which``
@@ -258,12 +286,16 @@ class SampledSubgraph:
             grouped by hop (the first hop's edges end at seeds).
         num_sampled_nodes: vertices added per hop, ``[batch_size, hop 1, ..., hop L]``.
         num_sampled_edges: edges added per hop, ``[hop 1, ..., hop L]``.
+        edge_data: what the hop sampler returned per sampled edge (e.g. ``e_id`` and the edge
+            attributes), ``[num_edges, ...]`` in ``edge_index`` order; ``{}`` when it returns
+            none.
     """
 
     n_id: Tensor
     edge_index: Tensor
     num_sampled_nodes: list[int]
     num_sampled_edges: list[int]
+    edge_data: dict[str, Tensor] = field(default_factory=dict)
 
 
 def check_fanouts(name: str, fanouts: Sequence[int]) -> list[int]:
@@ -314,7 +346,9 @@ class NeighborSampler:
             seeds: the batch's seed vertices.
             stream: the batch's random stream (see :func:`stream_key`).
             sample_hop: ``(frontier [F], fanout, stream) -> (counts [F], src [Σ counts])``, e.g.
-                a bound :meth:`InEdges.sample` or a distributed request/response.
+                a bound :meth:`InEdges.sample` or a distributed request/response, or
+                ``(counts, src, edge_data)`` with ``edge_data`` a dict of ``[Σ counts, ...]``
+                tensors per sampled edge (gathered into :attr:`SampledSubgraph.edge_data`).
             num_ids: size of the routing id space, if known: up to 2**24 ids, vertices are
                 relabelled through a kept ``[num_ids]`` position table (no sort per hop); the
                 result is the same either way.
@@ -324,8 +358,10 @@ class NeighborSampler:
         n_id, frontier_local = seeds, torch.arange(seeds.numel())
         sorted_ids, sort_perm = torch.sort(seeds)
         edges, num_nodes, num_edges = [], [int(seeds.numel())], []
+        per_edge: list[dict[str, Tensor]] = []
         for fanout in self.num_neighbors:
-            counts, src = sample_hop(n_id[frontier_local], fanout, stream)
+            counts, src, *data = sample_hop(n_id[frontier_local], fanout, stream)
+            per_edge.append(data[0] if data else {})
             dst = torch.repeat_interleave(frontier_local, counts)
             candidates = torch.unique(src)
             new = candidates[~_contains(sorted_ids, candidates)]
@@ -336,7 +372,9 @@ class NeighborSampler:
             edges.append(torch.stack([src_local, dst]))
             num_nodes.append(int(new.numel()))
             num_edges.append(int(src.numel()))
-        return SampledSubgraph(n_id, torch.cat(edges, dim=1), num_nodes, num_edges)
+        return SampledSubgraph(
+            n_id, torch.cat(edges, dim=1), num_nodes, num_edges, _concat_hops(per_edge)
+        )
 
     def _sample_with_table(
         self, seeds: Tensor, stream: int, sample_hop: HopSampler, num_ids: int
@@ -350,9 +388,11 @@ class NeighborSampler:
         num_local = seeds.numel()
         table[seeds] = frontier
         edges, num_nodes, num_edges = [], [int(seeds.numel())], []
+        per_edge: list[dict[str, Tensor]] = []
         try:
             for fanout in self.num_neighbors:
-                counts, src = sample_hop(pieces[-1], fanout, stream)
+                counts, src, *data = sample_hop(pieces[-1], fanout, stream)
+                per_edge.append(data[0] if data else {})
                 dst = torch.repeat_interleave(frontier, counts)
                 if use_compiled():
                     new, src_local = _kernels.relabel(table, src, num_local)
@@ -376,10 +416,19 @@ class NeighborSampler:
         finally:
             for piece in pieces:
                 table[piece] = -1
-        return SampledSubgraph(n_id, torch.cat(edges, dim=1), num_nodes, num_edges)
+        return SampledSubgraph(
+            n_id, torch.cat(edges, dim=1), num_nodes, num_edges, _concat_hops(per_edge)
+        )
 
     def __repr__(self) -> str:
         return f"NeighborSampler(num_neighbors={self.num_neighbors}, replace={self.replace})"
+
+
+def _concat_hops(per_edge: list[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """The per-edge tensors of every hop, concatenated in hop order (``{}`` if none)."""
+    if not per_edge or not per_edge[0]:
+        return {}
+    return {key: torch.cat([hop[key] for hop in per_edge]) for key in per_edge[0]}
 
 
 def _contains(sorted_values: Tensor, queries: Tensor) -> Tensor:

@@ -154,9 +154,11 @@ def add_synthetic_features(
       in expectation.
     * only ``y`` missing: teacher labels from the given ``x`` (as above).
     * only ``x`` missing: class-informative ``x = centroid[y] + noise * N(0, I)`` with
-      centroids ``~ N(0, I)``; ``classes`` is ignored.
+      centroids ``~ N(0, I)`` for integer class labels (``classes`` is ignored); ``x ~ N(0, I)``
+      for multi-label or real-valued targets.
     * all three masks missing: :func:`random_split_masks` 60/20/20 with ``seed``; vertices with
-      ``y < 0`` (unlabelled) are left out of all masks.
+      ``y < 0`` (unlabelled classes) or without any known target (a row of ``NaN``) are left
+      out of all masks.
 
     Args:
         data (Data): a canonical graph (see :func:`~lightning_gnn_dist.data.graph.canonicalize`).
@@ -167,7 +169,8 @@ def add_synthetic_features(
             ``y`` is given and ``x`` is not). (default: ``3.0``)
 
     Returns:
-        A copy of ``data`` with ``x`` ``[N, d] float32``, ``y`` ``[N] int64`` and ``train_mask``,
+        A copy of ``data`` with ``x`` ``[N, d] float32``, ``y`` (``[N] int64`` when generated)
+        and ``train_mask``,
         ``val_mask``, ``test_mask`` ``[N] bool``.
 
     Raises:
@@ -187,12 +190,16 @@ def add_synthetic_features(
     data = data.clone()
     x = getattr(data, "x", None)
     y = getattr(data, "y", None)
-    if y is not None and y.numel() != num_nodes:
+    if y is not None and y.size(0) != num_nodes:
         raise ValueError(
-            f"y must hold one label per vertex, shape [{num_nodes}] or [{num_nodes}, 1] "
+            f"y must hold one row per vertex, shape [{num_nodes}] or [{num_nodes}, k] "
             f"(got {tuple(y.shape)})"
         )
-    if x is None and y is None:
+    classes_given = y is not None and y.numel() == num_nodes
+    if classes_given and y.is_floating_point():  # integral floats (NaN = unlabelled) are classes
+        known = y[~torch.isnan(y)]
+        classes_given = bool((known == known.round()).all())
+    if x is None and (y is None or not classes_given):
         rng = _rng(seed, _STREAM_FEATURES)
         x = torch.from_numpy(rng.standard_normal((num_nodes, features), dtype=np.float32))
     if y is None:
@@ -211,7 +218,10 @@ def add_synthetic_features(
     data.x, data.y = x, y
 
     if not any(present):
-        labelled = y.reshape(num_nodes, -1)[:, 0] >= 0  # False for -1 and NaN labels
+        if y.is_floating_point():  # a vertex without any known target (all NaN) is unlabelled
+            labelled = ~torch.isnan(y.reshape(num_nodes, -1)).all(1)
+        else:
+            labelled = y.reshape(num_nodes, -1)[:, 0] >= 0  # False for -1
         train, val, test = random_split_masks(num_nodes, seed)
         data.train_mask, data.val_mask, data.test_mask = (
             train & labelled,

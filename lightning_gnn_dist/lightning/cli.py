@@ -4,14 +4,15 @@ The model is any LightningModule, of either Lightning namespace, named by ``clas
 (subclass mode)::
 
     model:
-      class_path: mypkg.models.MyModule      # default: lightning_gnn_dist.NodeClassifier
+      class_path: mypkg.models.MyModule      # default: lightning_gnn_dist.NodePredictor
       init_args: {in_channels: 64, ...}
 
-A ``model:`` block without ``class_path`` configures :class:`~lightning_gnn_dist.NodeClassifier`.
+A ``model:`` block without ``class_path`` configures :class:`~lightning_gnn_dist.NodePredictor`
+(its task is the datamodule's: class ids, multi-label or regression targets).
 The data is :class:`~lightning_gnn_dist.GraphPartitionDataModule`; every Trainer argument
 (``strategy: gnn_ddp``, ``devices``, ``num_nodes``, callbacks, loggers) comes from the config or
 the command line. The Trainer, callbacks and datamodule are built in the namespace of the model
-class (``lightning.pytorch`` or ``pytorch_lightning``; the default one for ``NodeClassifier``).
+class (``lightning.pytorch`` or ``pytorch_lightning``; the default one for ``NodePredictor``).
 ``--test_after_fit true`` runs the test loop after ``fit`` in the same processes.
 """
 
@@ -36,10 +37,10 @@ from lightning_gnn_dist.lightning.compat import (
     namespace_of,
 )
 from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
-from lightning_gnn_dist.lightning.module import NodeClassifier
+from lightning_gnn_dist.lightning.module import NodePredictor
 from lightning_gnn_dist.lightning.strategy import GNN_STRATEGIES, GNNStrategy
 
-DEFAULT_MODEL = "lightning_gnn_dist.NodeClassifier"
+DEFAULT_MODEL = "lightning_gnn_dist.NodePredictor"
 PROG = "python -m lightning_gnn_dist"
 
 
@@ -257,14 +258,14 @@ def _config_keys(config: Any, prefix: str = "") -> set[str]:
 def model_namespace(args: Sequence[str]) -> str:
     """The Lightning namespace of the model class the command line names (the last
     ``--model.class_path``, ``--model`` or ``model.class_path`` of a ``--config`` file wins, as in
-    jsonargparse); the default namespace for ``NodeClassifier`` or when none is named."""
+    jsonargparse); the default namespace for ``NodePredictor`` or when none is named."""
     class_path = _model_class_path(args)
     if class_path is None or "." not in class_path:  # short names are resolved by jsonargparse
         return default_namespace()
     model_class = _import_class(class_path)
     if not isinstance(model_class, type) or not (
         issubclass(model_class, lightning_classes("LightningModule"))
-        or issubclass(model_class, NodeClassifier)
+        or issubclass(model_class, NodePredictor)
     ):
         raise CLIError(
             f"model class_path {class_path!r} is {model_class!r}, not a LightningModule; "

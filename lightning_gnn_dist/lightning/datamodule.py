@@ -1,44 +1,28 @@
-"""``GraphPartitionDataModule``: partition once, load one part per rank, serve full batches
-(``loader="full"``) or sampled mini-batches of the rank's own vertices (``loader="neighbor"``)."""
+"""``GraphPartitionDataModule``: the node datamodule. It partitions once and loads one part per
+rank through :class:`~lightning_gnn_dist.lightning.partitioned_data.PartitionedDataModule`, and
+serves full batches (``loader="full"``), sampled mini-batches of the rank's own vertices
+(``loader="neighbor"``) or shared sampled subgraphs (``loader="subgraph"``)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.comm.messages import host_group
+from lightning_gnn_dist.data.attributes import batch_attributes
 from lightning_gnn_dist.data.eval_batch import split_first
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.sampler import check_fanouts
 from lightning_gnn_dist.data.subgraph_sampler import check_sampler_name, check_subgraph_size
-from lightning_gnn_dist.lightning.compat import LightningNeutral
+from lightning_gnn_dist.lightning.auto_plan import AUTO
+from lightning_gnn_dist.lightning.partitioned_data import PartitionedDataModule
 from lightning_gnn_dist.loaders.neighbor import NeighborLoader, NeighborLoaders
 from lightning_gnn_dist.loaders.subgraph import SubgraphLoader
-from lightning_gnn_dist.partition.placement import PLACEMENTS, Topology
-from lightning_gnn_dist.partition.store import (
-    FORMAT_VERSION,
-    PartitionStore,
-    PartitionStoreError,
-    check_placement,
-)
-from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
 from lightning_gnn_dist.utils.checks import check_bool, check_int
 
-if TYPE_CHECKING:
-    from lightning_gnn_dist.costmodel.plan import Plan
-
 LOADERS = ("full", "neighbor", "subgraph")
-AUTO = "auto"
-PLAN_FILE = "plan.json"
 
 _LOADER_OPTIONS: dict[str, tuple[tuple[str, ...], object]] = {
     # option: (loaders it applies to, its default)
@@ -59,8 +43,8 @@ _LOADER_OPTIONS: dict[str, tuple[tuple[str, ...], object]] = {
 be ignored, so they are refused."""
 
 
-def _check_options(loader: str, eval_loader: str, given: dict[str, Any], method: str) -> None:
-    """Types and ranges of the options that need no graph, and no option for another loader."""
+def _check_values(loader: str, eval_loader: str, given: dict[str, Any]) -> None:
+    """Types and ranges of the loader options (they need no graph and no method)."""
     if loader not in LOADERS:
         raise ValueError(f"undefined loader option {loader!r}; choose one of {LOADERS}")
     if eval_loader not in ("neighbor", "full"):
@@ -75,6 +59,11 @@ def _check_options(loader: str, eval_loader: str, given: dict[str, Any], method:
     check_sampler_name(given["subgraph_sampler"])
     for name in ("shuffle", "replace", "prefetch"):
         check_bool(name, given[name])
+
+
+def _check_other_loaders(loader: str, given: dict[str, Any], method: str) -> None:
+    """No option of another loader (``stochastic-hypergraph`` partitions for the subgraph
+    sampler, so its options may come with any loader)."""
     shared = ("subgraph_sampler", "subgraph_size") if method == "stochastic-hypergraph" else ()
     for name, (loaders, default) in _LOADER_OPTIONS.items():
         value = given[name]
@@ -83,75 +72,6 @@ def _check_options(loader: str, eval_loader: str, given: dict[str, Any], method:
                 f"{name}={value!r} applies to loader={loaders[0]!r} only (got loader={loader!r}); "
                 "drop it or change the loader"
             )
-
-
-DEFAULT_METHOD, DEFAULT_SEED, DEFAULT_EPSILON = "hypergraph", 0, 0.03
-"""The partition settings of a module that is given none and no existing ``store``."""
-
-
-def _stored_settings(store: str | Path) -> dict[str, Any] | None:
-    """The settings of the partition store at ``store`` (``None``: no store there yet, or one
-    ``prepare_data`` will report as unreadable)."""
-    if not (Path(store) / "meta.json").is_file():
-        return None
-    try:
-        return dict(PartitionStore.open(store).meta["settings"])
-    except PartitionStoreError:
-        return None
-
-
-def _store_defaults(
-    stored: dict[str, Any] | None,
-    store: str | None,
-    method: str | None,
-    seed: int | None,
-    epsilon: float | None,
-    num_parts: int | None,
-    partition_options: dict[str, Any] | None,
-) -> tuple[str, int, float, dict[str, Any] | None]:
-    """``(method, seed, epsilon, partition_options)``: those given, the rest from the existing
-    store's settings ``stored`` (its partitioner's options too), else the defaults.
-
-    Raises:
-        ValueError: a method, seed, epsilon or number of parts given explicitly that differs
-            from the store's.
-    """
-    if stored is None:
-        return (
-            DEFAULT_METHOD if method is None else method,
-            DEFAULT_SEED if seed is None else seed,
-            DEFAULT_EPSILON if epsilon is None else epsilon,
-            partition_options,
-        )
-    from lightning_gnn_dist.partition.base import partitioner_options
-
-    for name, value in (
-        ("method", method),
-        ("seed", seed),
-        ("epsilon", epsilon),
-        ("num_parts", num_parts),
-    ):
-        if value is not None and name in stored and stored[name] != value:
-            raise ValueError(
-                f"store={store!r} holds a partition made with {name}={stored[name]!r}, not "
-                f"{name}={value!r}: drop {name} (the store's is used), pass force=True to "
-                "partition again, or choose another store"
-            )
-    method = stored.get("method", DEFAULT_METHOD) if method is None else method
-    if partition_options is None and method == stored.get("method"):
-        try:
-            accepted = partitioner_options(method)
-        except ValueError:
-            accepted = []
-        partition_options = {
-            k: v for k, v in stored.items() if k in accepted and k not in ("seed", "epsilon")
-        }
-    return (
-        method,
-        stored.get("seed", DEFAULT_SEED) if seed is None else seed,
-        stored.get("epsilon", DEFAULT_EPSILON) if epsilon is None else epsilon,
-        partition_options or None,
-    )
 
 
 class FullGraphLoader:
@@ -168,7 +88,7 @@ class FullGraphLoader:
         return 1
 
 
-class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataModule"):
+class GraphPartitionDataModule(PartitionedDataModule):
     """Partitioned full-graph data for :class:`~lightning_gnn_dist.GNNStrategy`.
 
     ``prepare_data`` (one process per node) loads the dataset, partitions it and writes the
@@ -176,16 +96,26 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
     only this rank's part; no rank holds the whole graph during training. Each loader yields one
     batch, a :class:`~torch_geometric.data.Data` with the owned rows ``x [num_owned, d]``, ``y``,
     the masks, the local ``edge_index`` (sources over ``[owned | halo]``) and ``global_ids``
-    (dataset vertex ids of the owned rows). Without a distributed strategy and with one part it is
-    simply the whole graph, so single-process code runs unchanged.
+    (dataset vertex ids of the owned rows), every other node attribute of the graph (owned rows)
+    and edge attribute (``edge_weight``, ``edge_attr``, ... in ``edge_index`` order) under its
+    own name, ``e_id`` (dataset edge ids), and ``num_{train,val,test}_global`` /
+    ``num_{train,val,test}_labels_global`` (the split's vertices and labelled targets in the
+    whole graph). Without a distributed strategy and with one part it is simply the whole
+    graph, so single-process code runs unchanged. See the guide "Your own graph" for where each
+    attribute goes in every loader.
 
     Args:
         dataset (str or Data): dataset spec, see :func:`~lightning_gnn_dist.data.load_dataset`,
-            or an in-memory PyG ``Data`` with integer class labels ``y`` (named by its ``name``
-            attribute in the store path; without one by its fingerprint, ``graph-<12 hex>``, so
-            two different graphs never share a store). A ``Data`` without masks trains on a
-            seeded random 60/20/20 split (a warning says so). ``HeteroData`` and regression
-            targets are not supported yet (refused here). (default: ``"digits"``)
+            or an in-memory PyG ``Data`` (named by its ``name`` attribute in the store path;
+            without one by its fingerprint, ``graph-<12 hex>``, so two different graphs never
+            share a store). Its ``y`` may be class ids ``[N]`` (``-1`` = unlabelled), multi-label
+            ``[N, k]`` (0/1, ``NaN`` = unlabelled) or real targets ``[N]``/``[N, k]``
+            (``NaN`` = unlabelled); every tensor with one row per vertex or per edge is
+            partitioned with it. A ``Data`` without masks trains on a seeded random 60/20/20
+            split (a warning says so). Refused here, naming the attribute: ``HeteroData`` (not
+            supported yet), ``NaN`` features, a tensor with neither ``N`` nor ``E`` rows, a
+            name the loaders set themselves; attributes that cannot be partitioned (not
+            tensors) are named in a warning and dropped. (default: ``"digits"``)
         method (str, optional): partition method (``hypergraph``, ``metis``, ``random``, ...), or
             ``"auto"``: rank 0 predicts every candidate plan (partitioner × exchange mode, see
             :mod:`lightning_gnn_dist.costmodel.plan`) in ``prepare_data``, prints the table and
@@ -266,6 +196,12 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             node has nothing to place: ``prepare_data``/``setup`` refuse another value than
             ``"naive"`` there; ``method="auto"`` chooses the placement itself. (default:
             ``"naive"``)
+        task (str, optional): the targets' task, ``"multiclass"``, ``"multilabel"`` or
+            ``"regression"``; a ``y`` that does not fit it is refused (an in-memory ``Data``
+            here, naming the value). Without it the task is inferred from ``y`` (integer
+            classes, 0/1 columns, other floats; integral floats of one column stay classes),
+            see :mod:`~lightning_gnn_dist.data.targets`. Read the stored one from
+            :attr:`task` and :attr:`num_tasks`. (default: ``None``)
 
     Integrity: ``prepare_data`` refuses a store with an edited ``meta.json`` or a missing or
     resized file (cheap: no file is read), and each rank hashes the one part it loads in
@@ -300,21 +236,10 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
         partition_options: dict[str, Any] | None = None,
         plan_options: dict[str, Any] | None = None,
         placement: str = "naive",
+        task: str | None = None,
     ) -> None:
-        super().__init__()
-        from lightning_gnn_dist.costmodel.plan_options import check_plan_options
-        from lightning_gnn_dist.data.datasets import check_dataset_argument
-        from lightning_gnn_dist.partition import get_partitioner
-
-        check_dataset_argument(dataset)
-        # An existing store given as `store=` supplies what was not given explicitly.
-        stored = _stored_settings(store) if store is not None and not force else None
-        method, seed, epsilon, partition_options = _store_defaults(
-            stored, store, method, seed, epsilon, num_parts, partition_options
-        )
-        self._stored_parts: int | None = (stored or {}).get("num_parts")
         given = {k: v for k, v in locals().items() if k in _LOADER_OPTIONS}
-        _check_options(loader, eval_loader, given, method)
+        _check_values(loader, eval_loader, given)
         if loader == "neighbor" and num_neighbors is None:
             raise ValueError("loader='neighbor' needs num_neighbors, e.g. [25, 10]")
         if loader == "subgraph" and subgraph_size is None:
@@ -325,8 +250,34 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             eval_num_neighbors = check_fanouts("eval_num_neighbors", eval_num_neighbors)
         if subgraph_size is not None:
             subgraph_size = check_subgraph_size(subgraph_size)
-        if num_parts is not None:
-            check_int("num_parts", num_parts, 1)
+        if method == AUTO and loader != "full":
+            raise ValueError(
+                f"method='auto' plans full-batch training (its cost model predicts full-batch "
+                f"epochs); loader={loader!r} needs a fixed method, e.g. method='metis'"
+            )
+        super().__init__(
+            dataset=dataset,
+            method=method,
+            num_parts=num_parts,
+            root=root,
+            seed=seed,
+            epsilon=epsilon,
+            store=store,
+            verify_dataset=verify_dataset,
+            force=force,
+            partition_options=partition_options,
+            plan_options=plan_options,
+            placement=placement,
+            batch_sampler={"sampler": subgraph_sampler, "subgraph_size": subgraph_size},
+            task=task,
+        )
+        _check_other_loaders(loader, given, self.method)
+        if self.partition_kind != "vertex" and loader != "full":
+            raise ValueError(
+                f"loader={loader!r} samples from a vertex partition, but method={self.method!r} "
+                f"makes a {self.partition_kind} partition; use loader='full' (exchange cd-0, "
+                "cd-<r> or 0c) or a vertex method (hypergraph, metis, random, ...)"
+            )
         self.loader, self.eval_loader = loader, eval_loader
         self._eval_views: dict = {}
         self.neighbor_options = dict(
@@ -336,409 +287,20 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             replace=replace,
             eval_num_neighbors=eval_num_neighbors,
             prefetch=prefetch,
-            seed=seed,
+            seed=self.seed,
         )
         self.cache_size = cache_size
         self.neighbor_loaders: NeighborLoaders | None = None
-
         self.subgraph_sampler, self.subgraph_size = subgraph_sampler, subgraph_size
         self.steps_per_epoch, self.subgraph_seed = steps_per_epoch, subgraph_seed
-        options = dict(partition_options or {})
-        if method == "stochastic-hypergraph":
-            options |= {"sampler": subgraph_sampler, "subgraph_size": subgraph_size}
-        self.plan: Plan | None = None
-        self.plan_options: dict[str, Any] | None = None
-        if method == AUTO:
-            if loader != "full":
-                raise ValueError(
-                    f"method='auto' plans full-batch training (its cost model predicts full-batch "
-                    f"epochs); loader={loader!r} needs a fixed method, e.g. method='metis'"
-                )
-            if options:
-                raise ValueError(
-                    "partition_options do not apply to method='auto' (each candidate uses its "
-                    "defaults); to restrict the candidates pass plan_options={'methods': [...]}"
-                )
-            self.plan_options = check_plan_options(plan_options)
-            self.partitioner = None  # the plan's method, once known (_use_plan)
-            self.partition_kind = "vertex"  # every candidate is a vertex partition
-        else:
-            if plan_options is not None:
-                raise ValueError(
-                    f"plan_options apply to method='auto' only (got method={method!r}); drop "
-                    "them or set method='auto'"
-                )
-            self.partitioner = get_partitioner(method, seed=seed, epsilon=epsilon, **options)
-            self.partition_kind = self.partitioner.kind
-        if self.partition_kind != "vertex" and loader != "full":
-            raise ValueError(
-                f"loader={loader!r} samples from a vertex partition, but method={method!r} makes "
-                f"a {self.partition_kind} partition; use loader='full' (exchange cd-0, cd-<r> or 0c) or a "
-                "vertex method (hypergraph, metis, random, ...)"
-            )
-        if self.partition_kind == "vertex-cut" and num_parts is not None:
-            check_int("num_parts", num_parts, 1, MAX_VERTEX_CUT_PARTS)
-        if placement not in PLACEMENTS:
-            raise ValueError(
-                f"undefined placement option {placement!r}; choose one of {', '.join(PLACEMENTS)}"
-            )
-        if method == AUTO and placement != "naive":
-            raise ValueError(
-                f"method='auto' chooses the placement itself on several nodes (got "
-                f"placement={placement!r}); drop placement or name the method"
-            )
-        if self.partitioner is not None:
-            check_placement(self.partitioner, placement)
-        self.placement = placement
-        self.dataset, self.method, self.num_parts = dataset, method, num_parts
-        self.root, self.seed, self.epsilon, self.store_dir = root, seed, epsilon, store
-        self.verify_dataset, self.force = verify_dataset, force
-        self.local_partition: LocalPartition | None = None
         self.batch: Data | None = None
-        self._store: PartitionStore | None = None
         self._subgraph_loader: SubgraphLoader | None = None
-        self._graph_digest: str | None = None  # an unnamed in-memory graph's, hashed once
-        self._split_warned = False
-
-    def _parts(self) -> int:
-        if self.num_parts is not None:
-            return self.num_parts
-        if self.trainer is not None:
-            return self.trainer.world_size
-        if self._stored_parts is not None:  # an existing store's, without a launch to follow
-            return self._stored_parts
-        raise ValueError("num_parts is not set and no Trainer is attached; pass num_parts")
-
-    @property
-    def store_path(self) -> Path:
-        """Directory of the partition store used by this module (``method="auto"``: the
-        planned method's store inside :attr:`plan_dir`)."""
-        if self.method == AUTO:
-            from lightning_gnn_dist.costmodel.plan import store_folder
-
-            return self.plan_dir / store_folder(self._read_plan().pick.partition)
-        if self.store_dir is not None:
-            return Path(self.store_dir)
-        slug = self._folder_slug
-        # The partitioner's full settings (backend, preset, refinement...) pick the folder, so a
-        # library whose partitioner changed writes a new store instead of refusing the old one.
-        # The store format is part of the digest too: a library that changed the format writes
-        # a new store beside an old checkout's instead of refusing it.
-        settings = json.dumps(
-            {"format_version": FORMAT_VERSION, **self.partitioner.settings()}, sort_keys=True
-        )
-        digest = hashlib.sha256(settings.encode()).hexdigest()[:8]
-        name = f"{slug}-{self.method}-p{self._parts()}-s{self.seed}-e{self.epsilon:g}-{digest}"
-        return Path(self.root) / (name + self._placement_suffix())
-
-    def _placement_suffix(self) -> str:
-        """``-n<nodes>`` on several nodes (a placement of its own), ``-<placement>`` after it
-        unless naive: two placements never share a store."""
-        topology = self._topology()
-        if topology is None or topology.num_nodes == 1:
-            return ""
-        suffix = f"-n{topology.num_nodes}"
-        return suffix if self.placement == "naive" else f"{suffix}-{self.placement}"
-
-    def _topology(self) -> Topology | None:
-        """Nodes × ranks per node of the attached Trainer (``None`` without one)."""
-        if self.trainer is None:
-            return None
-        nodes = max(int(getattr(self.trainer, "num_nodes", 1) or 1), 1)
-        world = self.trainer.world_size
-        return Topology(nodes, world // nodes) if world % nodes == 0 else None
-
-    def _placed_topology(self) -> Topology | None:
-        """The topology a store of this launch records (several nodes), else ``None``.
-
-        Raises:
-            ValueError: a placement other than ``"naive"`` on one node (nothing to place).
-        """
-        topology = self._topology()
-        if topology is not None and topology.num_nodes > 1:
-            return topology
-        if self.placement != "naive":
-            raise ValueError(
-                f"placement={self.placement!r} decides which parts share a node, but this launch "
-                "runs on one node (or no Trainer is attached): launch with "
-                "Trainer(num_nodes=N > 1), or drop placement (default 'naive')"
-            )
-        return None
-
-    # -- method="auto" ------------------------------------------------------------------------
-    @property
-    def plan_dir(self) -> Path:
-        """``method="auto"``: the folder holding ``plan.json`` and one partition store per
-        candidate method (``store`` if given, else one folder under ``root`` per dataset, parts,
-        seed, epsilon and hash of the plan's settings)."""
-        if self.store_dir is not None:
-            return Path(self.store_dir)
-        slug = self._folder_slug
-        digest = hashlib.sha256(
-            json.dumps(self._plan_settings(), sort_keys=True, default=str).encode()
-        ).hexdigest()[:8]
-        name = f"{slug}-auto-p{self._parts()}-s{self.seed}-e{self.epsilon:g}-{digest}"
-        return Path(self.root) / (name + self._placement_suffix())
-
-    def _plan_settings(self) -> dict[str, Any]:
-        """The plan options that pick its folder: the user's, with the exchange narrowed to the
-        strategy's own when it is not ``"auto"`` (and then no lossy codec: the strategy's codec
-        is the user's)."""
-        from dataclasses import asdict
-
-        from lightning_gnn_dist.costmodel.plan import (
-            EXACT_EXCHANGES,
-            MULTI_NODE_EXCHANGES,
-            STALE_EXCHANGES,
-            resolve_network,
-        )
-
-        options = dict(self.plan_options)
-        options["network"] = resolve_network(options["network"], self._topology()).to_dict()
-        if options.get("costs") is not None:
-            options["costs"] = asdict(options["costs"])
-        strategy = getattr(self.trainer, "strategy", None) if self.trainer is not None else None
-        exchange = getattr(strategy, "requested_exchange", getattr(strategy, "exchange_mode", AUTO))
-        if exchange not in (AUTO, None):
-            if exchange not in EXACT_EXCHANGES + MULTI_NODE_EXCHANGES + STALE_EXCHANGES:
-                raise ValueError(
-                    f"method='auto' plans vertex partitions; exchange={exchange!r} needs "
-                    "method='vertex-cut'"
-                )
-            options["exchanges"], options["codecs"] = [exchange], ["fp32"]
-            options["allow_stale"] = options["allow_stale"] or exchange in STALE_EXCHANGES
-        return {"format_version": FORMAT_VERSION, **options}
-
-    def _read_plan(self) -> Plan:
-        """The stored plan (read once; ``setup`` replaces it by rank 0's)."""
-        from lightning_gnn_dist.costmodel.plan import Plan
-
-        if self.plan is None:
-            path = self.plan_dir / PLAN_FILE
-            if not path.is_file():
-                raise FileNotFoundError(
-                    f"{path} does not exist: method='auto' decides in prepare_data (the Trainer "
-                    "calls it; call it yourself without one)"
-                )
-            try:
-                self.plan = Plan.from_dict(json.loads(path.read_text()))
-            except (ValueError, UnicodeDecodeError) as error:
-                raise PartitionStoreError(
-                    f"{path}: {error} (or delete the file, or pass force=True, to plan again)"
-                ) from None
-        return self.plan
-
-    def _prepare_auto(self) -> None:
-        """Rank 0 (one process per node): reuse the stored plan, or predict every candidate,
-        print the table and store the pick. Planning draws no number from the training's random
-        streams: a run that plans trains as one that reuses the plan."""
-        with _rng_untouched():
-            self._plan_or_reuse()
-
-    def _plan_or_reuse(self) -> None:
-        import logging
-
-        from rich.console import Console
-
-        from lightning_gnn_dist.costmodel import calibrate
-        from lightning_gnn_dist.costmodel.plan import partition_candidates, plan_from_metrics
-        from lightning_gnn_dist.partition import get_partitioner
-        from lightning_gnn_dist.partition.store import partition_to_store
-
-        path = self.plan_dir / PLAN_FILE
-        if path.is_file() and not self.force:
-            self.plan = None
-            plan = self._read_plan()
-            if self.verify_dataset:
-                data = self._load_data()
-                partition_to_store(
-                    data,
-                    get_partitioner(plan.pick.method, seed=self.seed, epsilon=self.epsilon),
-                    self._parts(),
-                    self.store_path,
-                    dataset=self._dataset_name,
-                    verify=False,
-                    topology=self._placed_topology(),
-                    placement=plan.pick.placement,
-                )
-            else:
-                PartitionStore.open(self.store_path).verify(full=False)
-            return
-        settings = self._plan_settings()
-        topology = self._placed_topology()
-        data = self._load_data()
-        metrics, sources = partition_candidates(
-            data,
-            self._parts(),
-            settings["methods"],
-            root=self.plan_dir,
-            dataset=self._dataset_name,
-            seed=self.seed,
-            epsilon=self.epsilon,
-            force=self.force,
-            topology=topology,
-        )
-        costs = settings.get("costs")
-        costs = calibrate(settings["widths"]) if costs is None else self.plan_options["costs"]
-        plan = plan_from_metrics(
-            metrics,
-            settings["widths"],
-            costs,
-            settings["network"],
-            allow_stale=settings["allow_stale"],
-            exchanges=settings.get("exchanges"),
-            cores=settings.get("cores"),
-            sources=sources,
-            codecs=settings.get("codecs"),
-            topology=topology,
-        )
-        timing = {"top_k": settings["top_k"], "timed_steps": settings["timed_steps"]}
-        plan = replace(plan, settings={**plan.settings, **timing})
-        _write_plan(plan, path)
-        self.plan = plan
-        title = f"automatic plan: {self._dataset_name}, P = {self._parts()}"
-        Console(stderr=True).print(plan.table(title))
-        logging.getLogger(__name__).info("%s -> %s\n%s", title, path, plan.text())
-
-    def _timed(self, plan: Plan) -> Plan:
-        """With ``top_k`` and several ranks: time the best predictions once (collective), store
-        the timed plan (rank 0) so that a resumed run reads the decision instead of timing."""
-        import torch.distributed as dist
-
-        from lightning_gnn_dist.costmodel.plan import store_folder
-        from lightning_gnn_dist.costmodel.timing import time_top_k, timed_partitions
-
-        top_k = int(plan.settings.get("top_k", 0))
-        timed = any(row.measured_seconds is not None for row in plan.rows)
-        if not top_k or timed or not (dist.is_available() and dist.is_initialized()):
-            return plan
-        rank = dist.get_rank()
-        parts = {
-            label: PartitionStore.open(self.plan_dir / store_folder(label)).load_part(rank)
-            for label in timed_partitions(plan, top_k)
-        }
-        with _rng_untouched():  # the timed steps leave the training stream where it was
-            timed_plan = time_top_k(plan, parts, top_k, plan.settings["timed_steps"])
-        plan = _rank_zero_plan(timed_plan)
-        if rank == 0:
-            _write_plan(plan, self.plan_dir / PLAN_FILE)
-        return plan
-
-    def _use_plan(self, plan: Plan) -> None:
-        from lightning_gnn_dist.partition import get_partitioner
-
-        self.plan = plan
-        self.partitioner = get_partitioner(plan.pick.method, seed=self.seed, epsilon=self.epsilon)
-
-    @property
-    def _dataset_name(self) -> str:
-        if isinstance(self.dataset, Data):
-            return str(getattr(self.dataset, "name", None) or "graph")
-        return self.dataset
-
-    @property
-    def _folder_slug(self) -> str:
-        """The dataset's part of a store folder's name: its name, or for an in-memory graph
-        without a name ``graph-<12 hex digits of its fingerprint>``, so that two different
-        unnamed graphs never share a folder (the graph is hashed once per module)."""
-        name = getattr(self.dataset, "name", None) if isinstance(self.dataset, Data) else None
-        if isinstance(self.dataset, Data) and not (isinstance(name, str) and name):
-            if self._graph_digest is None:
-                from lightning_gnn_dist.data.graph import graph_fingerprint
-
-                self._graph_digest = graph_fingerprint(self.dataset)[:12]
-            return f"graph-{self._graph_digest}"
-        return re.sub(r"[^A-Za-z0-9._-]+", "_", self._dataset_name).strip("_")[:80]
-
-    def _load_data(self) -> Data:
-        """The dataset in canonical form; for an in-memory graph without masks, rank 0 says
-        once which split it trains on (a seeded random 60/20/20 one)."""
-        from lightning_gnn_dist.data.datasets import load_dataset
-
-        data = load_dataset(self.dataset)
-        masks = ("train_mask", "val_mask", "test_mask")
-        made_up = isinstance(self.dataset, Data) and all(
-            getattr(self.dataset, key, None) is None for key in masks
-        )
-        rank = getattr(self.trainer, "global_rank", 0) if self.trainer is not None else 0
-        if made_up and not self._split_warned and rank == 0:
-            self._split_warned = True
-            train, val, test = (int(data[key].sum()) for key in masks)
-            warnings.warn(
-                f"the in-memory graph {self._dataset_name!r} has no train_mask, val_mask or "
-                f"test_mask: it trains on a seeded random 60/20/20 split ({train} training, "
-                f"{val} validation and {test} test vertices of {data.num_nodes}); set the three "
-                "masks on the Data to choose the split",
-                UserWarning,
-                stacklevel=2,
-            )
-        return data
-
-    def prepare_data(self) -> None:
-        from lightning_gnn_dist.partition.store import partition_to_store
-
-        if self.method == AUTO:
-            self._prepare_auto()
-            self._store = None
-            return
-        if not self.force and not self.verify_dataset and (self.store_path / "meta.json").is_file():
-            # trusted offline partition: settings are checked in setup(), each part's hash by
-            # the rank that loads it
-            PartitionStore.open(self.store_path).verify(full=False)
-            return
-        topology = self._placed_topology()  # refuses a placement on one node, before loading
-        data = self._load_data()
-        partition_to_store(
-            data,
-            self.partitioner,
-            self._parts(),
-            self.store_path,
-            dataset=self._dataset_name,
-            force=self.force,
-            verify=False,  # each rank hashes its own part in setup()
-            # several nodes: the store records the placement (and the hierarchical rows)
-            topology=topology,
-            placement=self.placement,
-        )
-        self._store = None  # a rebuilt store has new metadata
-
-    @property
-    def store(self) -> PartitionStore:
-        if self._store is None:
-            self._store = PartitionStore.open(self.store_path)
-        return self._store
 
     def setup(self, stage: str | None = None) -> None:
         if self.local_partition is not None:
             return
-        method, placement = self.method, self.placement
-        self._placed_topology()  # refuses a placement on one node
-        if method == AUTO:
-            self._use_plan(self._timed(_rank_zero_plan(self._read_plan())))
-            self._store, method = None, self.plan.pick.method
-            placement = self.plan.pick.placement
+        part = self.load_part()
         store = self.store
-        settings = store.meta["settings"]
-        expected = {"method": method, "seed": self.seed, "num_parts": self._parts()}
-        # A partition made for a batch sampler (stochastic-hypergraph) is valid for that one only.
-        requested = self.partitioner.settings()
-        expected.update({k: requested[k] for k in ("sampler", "subgraph_size") if k in requested})
-        wrong = {k: (settings.get(k), v) for k, v in expected.items() if settings.get(k) != v}
-        if wrong:
-            raise PartitionStoreError(
-                f"{store.path} was made with other settings (stored, requested): {wrong}"
-            )
-        rank = self.trainer.global_rank if self.trainer is not None else 0
-        world = self.trainer.world_size if self.trainer is not None else 1
-        if store.num_parts != world:
-            raise ValueError(
-                f"the partition store {store.path} has {store.num_parts} parts but {world} processes run; "
-                "num_parts must equal the world size"
-            )
-        # a placed store runs on its own topology only, and is the placement asked for
-        store.check_topology(self._topology(), placement)
-        part = store.load_part(rank)
-        self.local_partition = part
         self.batch = Data(
             x=part.x,
             y=part.y,
@@ -748,27 +310,17 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             test_mask=part.test_mask,
             global_ids=part.global_ids,
             num_nodes=part.num_owned,
+            **batch_attributes(part),
         )
         for key in ("train_mask", "val_mask", "test_mask"):
-            self.batch[f"num_{key.split('_')[0]}_global"] = self.global_mask_count(key)
+            split = key.split("_")[0]
+            self.batch[f"num_{split}_global"] = self.global_mask_count(key)
+            self.batch[f"num_{split}_labels_global"] = self.global_label_count(key)
         if self.loader == "neighbor":
             timeout = getattr(getattr(self.trainer, "strategy", None), "_timeout", None)
             self.neighbor_loaders = _neighbor_loaders(
                 part, store.meta["mask_counts"], self.cache_size, self.neighbor_options, timeout
             )
-
-    # -- metadata available on every rank without the graph --------------------------------
-    @property
-    def num_features(self) -> int:
-        return int(self.store.meta["num_features"])
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.store.meta["num_classes"])
-
-    def global_mask_count(self, name: str) -> int:
-        """Vertices selected by mask ``name`` in the whole graph."""
-        return int(sum(self.store.meta["mask_counts"].get(name, [0])))
 
     # -- loaders ------------------------------------------------------------------------------
     def eval_partition(self, split: str) -> LocalPartition | None:
@@ -834,9 +386,6 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
     def predict_dataloader(self) -> FullGraphLoader | NeighborLoader:
         return self._loader("predict")
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"store": str(self.store_path), "fingerprint": self.store.meta["fingerprint"]}
-
     def __repr__(self) -> str:
         subgraph = (
             f", subgraph_sampler={self.subgraph_sampler!r}, "
@@ -851,43 +400,6 @@ class GraphPartitionDataModule(LightningNeutral, lightning_base="LightningDataMo
             + (f", placement={self.placement!r}" if self.placement != "naive" else "")
             + (", force=True)" if self.force else ")")
         )
-
-
-@contextmanager
-def _rng_untouched() -> Iterator[None]:
-    """Run the body with this process's random state (torch, CUDA, numpy, ``random``) restored
-    afterwards, so that planning (calibration, partitioning, timed steps) consumes nothing of
-    the stream training draws from."""
-    from lightning_gnn_dist.lightning.resume import rng_state, set_rng_state
-
-    state = rng_state()
-    try:
-        yield
-    finally:
-        set_rng_state(state)
-
-
-def _write_plan(plan: Plan, path: Path) -> None:
-    """Write ``plan`` to ``path`` atomically: a plan file is complete or absent."""
-    import os
-
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(plan.to_dict(), indent=1))
-    os.replace(tmp, path)
-
-
-def _rank_zero_plan(plan: Plan) -> Plan:
-    """Rank 0's plan on every rank (nodes without a shared file system, or whose
-    ``prepare_data`` decided apart, all run rank 0's decision)."""
-    import torch.distributed as dist
-
-    from lightning_gnn_dist.costmodel.plan import Plan
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return plan
-    content = [plan.to_dict()]
-    dist.broadcast_object_list(content, src=0)
-    return Plan.from_dict(content[0])
 
 
 def _neighbor_loaders(

@@ -40,13 +40,14 @@ from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.rdm import ORDER_CHOICES, check_codec_option
 from lightning_gnn_dist.comm.rdm_plan import parse_order
 from lightning_gnn_dist.data.local import LocalPartition
+from lightning_gnn_dist.data.targets import labelled_per_vertex
 from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral, lightning_classes
 from lightning_gnn_dist.lightning.launcher import (
     GNNMultiProcessingLauncher,
     GNNSubprocessLauncher,
     Termination,
 )
-from lightning_gnn_dist.lightning.module import NodeClassifier
+from lightning_gnn_dist.lightning.module import NodePredictor
 from lightning_gnn_dist.lightning.resume import (
     CHECKPOINT_KEY,
     FORMAT_VERSION,
@@ -58,7 +59,6 @@ from lightning_gnn_dist.lightning.resume import (
 from lightning_gnn_dist.lightning.strategy_names import GNN_STRATEGIES, strategy_description
 from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
 from lightning_gnn_dist.nn.distribute import distribute
-from lightning_gnn_dist.nn.models import build_model
 from lightning_gnn_dist.nn.sampled import SampledBatchContext
 from lightning_gnn_dist.nn.trim import trim_per_hop
 from lightning_gnn_dist.nn.vertex_cut import check_reductions
@@ -79,9 +79,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
       run inside a :class:`GraphContext` holding this rank's partition and halo exchange;
     * no DDP wrapper: gradients are **summed** over ranks after backward, and the training loss
       is scaled so the sum equals the single-process gradient (design §5). With
-      ``loss_reduction="mean"`` the ``training_step`` loss must be the mean over the rank's
-      ``batch.train_mask`` rows (what single-process code computes); it is multiplied by
-      ``local train count / global train count``. With ``"sum"`` it is used as is;
+      ``loss_reduction="mean"`` the ``training_step`` loss must be the mean over the labelled
+      targets of the rank's ``batch.train_mask`` rows (what single-process code computes: class
+      ids other than ``-1``; the non-``NaN`` ``(vertex, task)`` entries of a multi-label or
+      regression ``y``); it is multiplied by ``local count / global count`` (the datamodule's
+      ``global_label_count("train_mask")``). With ``"sum"`` it is used as is;
     * checkpoints also hold every rank's RNG and exchange state and the run's identity, so a
       resumed fit continues exactly (:mod:`lightning_gnn_dist.lightning.resume`);
     * under the popen launcher a failing rank is reported once, as one line, and no child rank
@@ -95,7 +97,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
 
     A training batch that carries its own ``local_partition`` (``loader="subgraph"``: every rank
     trains on the same sampled subgraph) runs the same exchange mode on that batch plan, and its
-    loss is scaled by the rank's share of the batch's training vertices (``num_train_global``).
+    loss is scaled by the rank's share of the batch's labelled training targets
+    (``num_train_labels_global``).
 
     Namespace-neutral: ``GNNStrategy(...)`` builds the ``lightning.pytorch`` or the
     ``pytorch_lightning`` strategy, whichever the calling code imported (the guide's "Both
@@ -432,8 +435,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         self.graph_context = self._make_context(partition, self.comm_counters["train"])
         self._restore_rank_state(trainer, self.graph_context.exchange)
         if self.loss_reduction == "mean" and partition.train_mask is not None:
-            local = int(partition.train_mask.sum())
-            self._loss_weight = local / max(1, datamodule.global_mask_count("train_mask"))
+            self._loss_weight = _labelled_share(partition, _global_train_labels(datamodule))
         self._full_loss_weight = self._loss_weight
         kind = getattr(partition, "kind", "vertex")
         distribute(self.lightning_module, (kind,))
@@ -619,9 +621,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         self._loss_weight = self._full_loss_weight
         view = getattr(batch, "local_partition", None) if isinstance(batch, Data) else None
         if view is not None and self.loss_reduction == "mean" and view.train_mask is not None:
-            # The batch's mean loss: this rank's share of the batch's training vertices.
-            global_count = int(batch.get("num_train_global", 0) or 0)
-            self._loss_weight = int(view.train_mask.sum()) / max(1, global_count)
+            # The batch's mean loss: this rank's share of the batch's labelled training targets.
+            global_count = batch.get("num_train_labels_global", None)
+            if global_count is None:
+                global_count = batch.get("num_train_global", 0)
+            self._loss_weight = _labelled_share(view, int(global_count or 0))
         with self._in_graph("train", batch):
             return super().training_step(*args, **kwargs)
 
@@ -732,24 +736,41 @@ def _same(value: Any, default: Any) -> bool:
 
 def _message_passing_layers(model: Any) -> list[str]:
     """Qualified names of ``model``'s message-passing layers, as :func:`distribute` names
-    them; for a :class:`NodeClassifier` that builds its network later (``configure_model``),
+    them; for a :class:`NodePredictor` that builds its network later (``configure_model``),
     those of the network its settings describe."""
     from torch_geometric.nn import MessagePassing
 
     if not isinstance(model, torch.nn.Module):
         return []
     names = [n for n, m in model.named_modules() if isinstance(m, MessagePassing)]
-    if names or not isinstance(model, NodeClassifier) or model.model is not None:
+    if names or not isinstance(model, NodePredictor) or model.model is not None:
         return names
-    hp = model.hparams
-    extra = {"heads": hp.heads} if str(hp.model).lower() == "gat" else {}
     try:
-        network = build_model(
-            hp.model, 1, hp.hidden_channels, 1, num_layers=hp.num_layers, dropout=0.0, **extra
-        )
+        network = model.network(1, 1, 1)
     except (TypeError, ValueError):
         return []  # the module itself reports its settings when it builds
     return [f"model.{n}" for n, m in network.named_modules() if isinstance(m, MessagePassing)]
+
+
+def _global_train_labels(datamodule) -> int:
+    """Labelled training targets of the whole graph: the datamodule's
+    ``global_label_count("train_mask")``, or its ``global_mask_count`` (a datamodule without
+    label counts: every training vertex holds one label)."""
+    count = getattr(datamodule, "global_label_count", None) or datamodule.global_mask_count
+    return int(count("train_mask"))
+
+
+def _labelled_share(partition, global_count: int) -> float:
+    """The weight of a rank's mean training loss in the global mean: its labelled training
+    targets (class ids other than ``-1``, non-``NaN`` multi-label or regression entries, as
+    :func:`~lightning_gnn_dist.data.targets.labelled_per_vertex` counts them) over
+    ``global_count``, the whole graph's (or batch's)."""
+    mask = partition.train_mask
+    if partition.y is None:
+        local = int(mask.sum())
+    else:
+        local = int(labelled_per_vertex(partition.y)[mask].sum())
+    return local / max(1, global_count)
 
 
 def _modes_of_kind(kind: str) -> list[str]:

@@ -12,79 +12,40 @@ sampled by their owners in one batched request/response ``all_to_all`` per hop; 
 rows come from their owners in one batched exchange per step. Every payload and size vector is
 counted in a :class:`~lightning_gnn_dist.comm.counters.CommCounter` (layers ``"sampling"`` and
 ``"features"``, directions ``"request"``/``"response"``; ``"control"`` for the per-peer size
-vectors; ``"features.ids"`` for the ids, labels and degrees sent with the feature rows, so each
-row is counted once under ``"features"``). Cached rows a fetch did not request are counted in
-:attr:`PartitionedGraphStore.cache_hit_rows`.
+vectors; ``"features.ids"`` for the ids, class labels and degrees sent with the feature rows, so
+each row is counted once under ``"features"``; ``"features.attrs"`` for the other node
+attributes of those rows — a multi-label or real-valued ``y`` among them, and with the degrees
+each 1-D edge attribute's weighted-GCN terms — as bytes per row;
+``"sampling.edges"`` for each remotely sampled edge's dataset id ``e_id`` and edge attributes,
+sent in the sampling response, as bytes per edge). Cached rows a fetch did not request are
+counted in :attr:`PartitionedGraphStore.cache_hit_rows`.
+
+Attributes ride with what they belong to (design §10): a sampled edge's attributes come from the
+rank that holds the edge (its target's owner) with the sampled source; a vertex's attributes
+come with its feature row.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
 
 from lightning_gnn_dist.comm import CommCounter, make_exchange
 from lightning_gnn_dist.comm.codec import ADAPTIVE, CodecPolicy, all_to_all_rows
 from lightning_gnn_dist.comm.messages import all_to_all
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.sampler import InEdges
+from lightning_gnn_dist.loaders.local_store import (
+    TERMS_PREFIX,
+    FetchedRows,
+    LocalGraphStore,
+    weight_terms,
+)
+from lightning_gnn_dist.loaders.packing import RowLayout, columns_as
 
-
-@dataclass
-class FetchedRows:
-    """Rows of a batch's vertices: ``x [n, d]``, ``y [n]`` (or ``None``), ``ids [n]`` dataset ids;
-    with ``degrees=True`` also ``in_degree [n]`` (global, self loops excluded) and
-    ``num_self_loops [n]`` (in the whole graph)."""
-
-    x: Tensor
-    y: Tensor | None
-    ids: Tensor
-    in_degree: Tensor | None = None
-    num_self_loops: Tensor | None = None
-
-
-class LocalGraphStore:
-    """A whole graph in one process; routing ids are dataset ids.
-
-    Args:
-        data: a PyG ``Data`` with ``edge_index`` and ``x`` (``y`` optional).
-    """
-
-    rank, world_size = 0, 1
-
-    def __init__(self, data: Data) -> None:
-        self.data = data
-        self.num_routing_ids = int(data.num_nodes)
-        self.in_edges = InEdges.from_edge_index(data.edge_index, data.num_nodes)
-        self.counter = CommCounter()
-
-    def sample_hop(
-        self, frontier: Tensor, fanout: int, stream: int, replace: bool = False, owned: bool = False
-    ):
-        return self.in_edges.sample(frontier, fanout, stream, replace)
-
-    def fetch(self, n_id: Tensor, degrees: bool = False) -> FetchedRows:
-        y = self.data.y
-        y = None if y is None else y.index_select(0, n_id)
-        rows = FetchedRows(self.data.x.index_select(0, n_id), y, n_id)
-        if degrees:
-            src, dst = self.data.edge_index
-            loop = src == dst
-            num_nodes = self.data.num_nodes
-            rows.in_degree = torch.bincount(dst[~loop], minlength=num_nodes)[n_id]
-            rows.num_self_loops = torch.bincount(dst[loop], minlength=num_nodes)[n_id]
-        return rows
-
-    def to_routing(self, ids: Tensor) -> Tensor:
-        """Dataset ids → routing ids (the identity here)."""
-        return ids
-
-    def dataset_ids(self, mask: Tensor) -> Tensor:
-        """Dataset ids of the vertices a ``[num_nodes] bool`` mask selects."""
-        return mask.nonzero().view(-1)
+__all__ = ["FetchedRows", "LocalGraphStore", "PartitionedGraphStore"]
 
 
 class PartitionedGraphStore:
@@ -133,10 +94,27 @@ class PartitionedGraphStore:
             partition.global_ids[src_local.clamp(max=num_owned - 1)],
         )
         src[~is_owned], src_key[~is_owned] = partition.halo_ids[halo_pos], halo_keys[halo_pos]
-        self.in_edges = InEdges.build(
+        self.in_edges = InEdges.build(  # in-edges keep their local edge positions
             src, dst_local + self.start, src_key, partition.global_ids, start=self.start
         )
-        empty_y = None if partition.y is None else partition.y.new_empty(0)
+        # Class ids travel with the ids as 8-byte integers; a multi-label or real-valued y and
+        # every other node attribute travel packed beside the feature row ("features.attrs").
+        y = partition.y
+        self._y_with_ids = y is not None and y.dim() == 1 and not y.is_floating_point()
+        self._row_attrs = ({} if y is None or self._y_with_ids else {"y": y}) | dict(
+            partition.node_attrs
+        )
+        # A sampled edge's dataset id and attributes, answered by the rank that holds the edge.
+        self._edge_values = (
+            {} if partition.edge_ids is None else {"e_id": partition.edge_ids}
+        ) | dict(partition.edge_attrs)
+        self._edge_layout = RowLayout.of(self._edge_values)
+        # The owned vertices' global weighted-GCN terms of each 1-D edge attribute: a rank holds
+        # every in-edge of its vertices (in dataset order: e_id orders their self loops).
+        self._weight_terms = weight_terms(
+            partition.edge_index, partition.edge_attrs, partition.num_owned, partition.edge_ids
+        )
+        empty_y = None if not self._y_with_ids else y.new_empty(0)
         self._cache_routing = torch.empty(0, dtype=torch.long)
         self._cache = FetchedRows(
             partition.x.new_empty(0, partition.x.size(1)),
@@ -144,6 +122,8 @@ class PartitionedGraphStore:
             self._cache_routing,
             self._cache_routing,
             self._cache_routing,
+            {key: value[:0] for key, value in self._row_attrs.items()},
+            {key: value[:0] for key, value in self._weight_terms.items()},
         )
         if cache_size > 0:  # collective: every rank is given the same cache_size
             references = torch.bincount(halo_pos, minlength=partition.num_halo)
@@ -265,7 +245,7 @@ class PartitionedGraphStore:
                 f"range [{self.start}, {self.end})"
             )
         if owned or self.world_size == 1:  # every vertex is owned here: no requests to route
-            return self.in_edges.sample(frontier, fanout, stream, replace)
+            return self._sample_owned(frontier, fanout, stream, replace)
         owner = self.owner(frontier)
         order = torch.argsort(owner, stable=True)
         remote = order[owner[order] != self.rank]
@@ -282,38 +262,100 @@ class PartitionedGraphStore:
         first = torch.cumsum(received_counts, 0) - received_counts
         is_header = torch.arange(received.numel()) == first[peer]
         targets, target_peer = received[~is_header], peer[~is_header]
-        answer_counts, answer_src = self.in_edges.sample(
+        answer_counts, answer_src, answer_edge = self._sample_owned(
             targets, fanout, received[first[target_peer]], replace
         )
-        # Response: per peer [counts of its targets..., sampled sources...].
+        remote_counts, remote_src, remote_edge = self._respond(
+            target_peer, answer_counts, answer_src, answer_edge, counts
+        )
+        local_counts, local_src, local_edge = self._sample_owned(
+            frontier[local], fanout, stream, replace
+        )
+        index, new_counts = _segments_in_order(
+            torch.cat([local_counts, remote_counts]), torch.cat([local, remote])
+        )
+        edge_data = {
+            key: torch.cat([local_edge[key], remote_edge[key]])[index] for key in local_edge
+        }
+        return new_counts, torch.cat([local_src, remote_src])[index], edge_data
+
+    def _sample_owned(
+        self, targets: Tensor, fanout: int, stream, replace: bool
+    ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+        """Sample in-neighbours of owned ``targets``: ``(counts, src, edge_data)``, with each
+        sampled edge's ``e_id`` and edge attributes (``edge_data``)."""
+        counts, src, edge = self.in_edges.sample_edges(targets, fanout, stream, replace)
+        return counts, src, {key: value[edge] for key, value in self._edge_values.items()}
+
+    def _respond(
+        self,
+        target_peer: Tensor,
+        answer_counts: Tensor,
+        answer_src: Tensor,
+        answer_edge: dict[str, Tensor],
+        asked: Tensor,
+    ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+        """Send each requester its targets' sampled counts, sources and edges' values; return
+        this rank's answers ``(counts, src, edge_data)``, peer by peer in the order it asked.
+
+        One message per peer: ``[counts..., sources...]`` as 8-byte integers (counted as
+        ``sampling``, one row each, as before edges had values), then one packed row per edge
+        of its ``e_id`` and edge attributes (counted as ``sampling.edges``, bytes per edge).
+        ``asked [P]``: the targets this rank asked each peer (the counts that lead its answer).
+        """
+        world, layout = self.world_size, self._edge_layout
         edge_peer = torch.repeat_interleave(target_peer, answer_counts)
         payload = torch.cat([answer_counts, answer_src])
         kind = torch.cat([torch.zeros_like(target_peer), torch.ones_like(edge_peer)])
         by_peer = torch.argsort(torch.cat([target_peer, edge_peer]) * 2 + kind, stable=True)
-        sizes = torch.bincount(target_peer, minlength=self.world_size)
-        sizes += torch.bincount(edge_peer, minlength=self.world_size)
-        response, response_counts = self._all_to_all(
-            payload[by_peer], sizes, "sampling", "response"
-        )
-        peer = torch.repeat_interleave(torch.arange(self.world_size), response_counts)
-        position = (
-            torch.arange(response.numel())
-            - (torch.cumsum(response_counts, 0) - response_counts)[peer]
-        )
-        is_count = position < counts[peer]
-        local_counts, local_src = self.in_edges.sample(frontier[local], fanout, stream, replace)
-        return _segments_in_order(
-            torch.cat([local_counts, response[is_count]]),
-            torch.cat([local_src, response[~is_count]]),
-            torch.cat([local, remote]),
-        )
+        words = payload[by_peer].view(torch.uint8).view(-1, 8)
+        word_counts = torch.bincount(target_peer, minlength=world)
+        edge_counts = torch.bincount(edge_peer, minlength=world)
+        word_counts += edge_counts
+        rows = layout.pack(answer_edge, answer_src.numel())  # edges are in peer order already
+        word_end, edge_end = torch.cumsum(word_counts, 0).tolist(), torch.cumsum(edge_counts, 0)
+        pieces = []
+        for p in range(world):  # one block per peer: its integers, then its edge rows
+            pieces.append(words[word_end[p] - int(word_counts[p]) : word_end[p]].reshape(-1))
+            edges = slice(int(edge_end[p] - edge_counts[p]), int(edge_end[p]))
+            pieces.append(rows[edges].reshape(-1))
+        send = torch.cat(pieces)
+        send_bytes = word_counts * 8 + edge_counts * layout.row_bytes
+        recv_bytes = torch.empty_like(send_bytes)
+        all_to_all(recv_bytes, send_bytes, group=self.group)
+        ones = torch.ones_like(send_bytes)
+        self._record("control", "response", ones, ones, 1, 8)
+        received = send.new_empty(int(recv_bytes.sum()))
+        all_to_all(received, send, recv_bytes.tolist(), send_bytes.tolist(), group=self.group)
+
+        counts, src, edge_rows = [], [], []
+        received_words, received_edges = torch.zeros_like(asked), torch.zeros_like(asked)
+        offset = 0
+        for p, size in enumerate(recv_bytes.tolist()):  # read each peer's block
+            block = received[offset : offset + size]
+            offset += size
+            targets = int(asked[p])
+            block_counts = columns_as(block[: 8 * targets].view(-1, 8), 0, 8, torch.int64)
+            num_edges = int(block_counts.sum())
+            end = 8 * (targets + num_edges)
+            counts.append(block_counts.view(-1))
+            src.append(columns_as(block[8 * targets : end].view(-1, 8), 0, 8, torch.int64).view(-1))
+            edge_rows.append(block[end:].view(num_edges, layout.row_bytes))
+            received_words[p], received_edges[p] = targets + num_edges, num_edges
+        self._record("sampling", "response", word_counts, received_words, 1, 8)
+        if layout.row_bytes:
+            self._record(
+                "sampling.edges", "response", edge_counts, received_edges, layout.row_bytes, 1
+            )
+        edge_data = layout.unpack(torch.cat(edge_rows)) if layout.names else {}
+        return torch.cat(counts), torch.cat(src), edge_data
 
     # -- features -------------------------------------------------------------------------------
     def fetch(self, n_id: Tensor, degrees: bool = False) -> FetchedRows:
         """Rows of ``n_id`` (routing ids): owned rows locally, cached rows from the cache, the
         rest from their owners in one batched exchange; collective (every rank must pass the
         same ``degrees``). ``degrees=True`` adds the global in-degrees and self loops, which
-        the owners send with the ids."""
+        the owners send with the ids; every node attribute comes with its row."""
         part = self.partition
         if self.world_size == 1:
             rows = n_id - self.start
@@ -321,46 +363,57 @@ class PartitionedGraphStore:
             fetched = FetchedRows(
                 part.x.index_select(0, rows), y, part.global_ids.index_select(0, rows)
             )
+            fetched.attrs = {
+                key: value.index_select(0, rows) for key, value in part.node_attrs.items()
+            }
             if degrees:
                 own_degree, own_loops = self._owned_degrees()
                 fetched.in_degree = own_degree.index_select(0, rows)
                 fetched.num_self_loops = own_loops.index_select(0, rows)
+                fetched.weight_terms = {
+                    key: value.index_select(0, rows) for key, value in self._weight_terms.items()
+                }
             return fetched
         owner = self.owner(n_id)
         cached = _position_in(self._cache_routing, n_id)
         in_cache = (cached >= 0) & (owner != self.rank)
         wanted = (owner != self.rank) & ~in_cache
         self.cache_hit_rows += int(in_cache.sum())
-        x = part.x.new_empty(n_id.numel(), part.x.size(1))
-        ids = torch.empty_like(n_id)
-        y = None if part.y is None else part.y.new_empty(n_id.numel())
         mine = (owner == self.rank).nonzero().view(-1)
-        x[mine], ids[mine] = (
-            part.x[n_id[mine] - self.start],
-            part.global_ids[n_id[mine] - self.start],
-        )
         hits = in_cache.nonzero().view(-1)
-        x[hits], ids[hits] = self._cache.x[cached[hits]], self._cache.ids[cached[hits]]
-        if y is not None:
-            y[mine], y[hits] = part.y[n_id[mine] - self.start], self._cache.y[cached[hits]]
         want = wanted.nonzero().view(-1)
         want = want[torch.argsort(owner[want], stable=True)]
         rows = self._fetch_remote(n_id[want], degrees)
-        x[want], ids[want] = rows.x, rows.ids
-        if y is not None:
-            y[want] = rows.y
-        fetched = FetchedRows(x, y, ids)
+        own = n_id[mine] - self.start
+
+        def gather(owned: Tensor, cache: Tensor, remote: Tensor) -> Tensor:
+            out = owned.new_empty((n_id.numel(), *owned.shape[1:]))
+            out[mine], out[hits], out[want] = owned[own], cache[cached[hits]], remote
+            return out
+
+        fetched = FetchedRows(
+            gather(part.x, self._cache.x, rows.x),
+            None,
+            gather(part.global_ids, self._cache.ids, rows.ids),
+        )
+        if self._y_with_ids:
+            fetched.y = gather(part.y, self._cache.y, rows.y)
+        attrs = {
+            key: gather(value, self._cache.attrs[key], rows.attrs[key])
+            for key, value in self._row_attrs.items()
+        }
+        fetched.y = attrs.pop("y", fetched.y)  # a multi-label or real-valued y came as attribute
+        fetched.attrs = attrs
         if degrees:
-            in_degree, loops = torch.empty_like(n_id), torch.empty_like(n_id)
             own_degree, own_loops = self._owned_degrees()
-            in_degree[mine], loops[mine] = (
-                own_degree[n_id[mine] - self.start],
-                own_loops[n_id[mine] - self.start],
+            fetched.in_degree = gather(own_degree, self._cache.in_degree, rows.in_degree)
+            fetched.num_self_loops = gather(
+                own_loops, self._cache.num_self_loops, rows.num_self_loops
             )
-            in_degree[hits] = self._cache.in_degree[cached[hits]]
-            loops[hits] = self._cache.num_self_loops[cached[hits]]
-            in_degree[want], loops[want] = rows.in_degree, rows.num_self_loops
-            fetched.in_degree, fetched.num_self_loops = in_degree, loops
+            fetched.weight_terms = {
+                key: gather(value, self._cache.weight_terms[key], rows.weight_terms[key])
+                for key, value in self._weight_terms.items()
+            }
         return fetched
 
     def _owned_degrees(self) -> tuple[Tensor, Tensor]:
@@ -370,52 +423,84 @@ class PartitionedGraphStore:
         return part.in_degree[: part.num_owned], loops[: part.num_owned].long()
 
     def _fetch_remote(self, ids: Tensor, degrees: bool = True) -> FetchedRows:
-        """Rows of remote routing ``ids`` (sorted by owner); collective."""
+        """Rows of remote routing ``ids`` (sorted by owner); collective. A non-integer ``y``
+        stays in ``attrs["y"]`` (as the cache keeps it)."""
         part = self.partition
         counts = torch.bincount(self.owner(ids), minlength=self.world_size)
         requested, requested_counts = self._all_to_all(ids, counts, "features", "request")
         rows = requested - self.start
         codec = self.codec.codec("features", "forward")
-        meta = [part.global_ids[rows]] + ([] if part.y is None else [part.y[rows].long()])
+        meta = [part.global_ids[rows]] + ([part.y[rows].long()] if self._y_with_ids else [])
         if degrees:
             meta += [degree[rows] for degree in self._owned_degrees()]
         meta = torch.stack(meta, 1)
+        attrs = {key: value[rows] for key, value in self._row_attrs.items()}
+        if degrees:  # the weighted degrees' terms travel as attributes of the row
+            attrs |= {TERMS_PREFIX + key: value[rows] for key, value in self._weight_terms.items()}
         if codec is None or codec.lossless:
-            x, meta = self._rows_with_meta(part.x[rows], meta, requested_counts, counts, codec)
+            x, attrs, meta = self._rows_with_meta(
+                part.x[rows], attrs, meta, requested_counts, counts, codec
+            )
         else:
             x, _ = self._all_to_all(
                 part.x[rows], requested_counts, "features", "response", counts, codec
             )
-            # The same rows' ids (and labels, degrees): counted as a line of their own, so the
-            # feature rows are counted once.
-            meta, _ = self._all_to_all(meta, requested_counts, "features.ids", "response", counts)
-        y = None if part.y is None else meta[:, 1].to(part.y.dtype)
-        fetched = FetchedRows(x, y, meta[:, 0])
+            # The same rows' attributes and ids (and labels, degrees) in a second message,
+            # counted as lines of their own, so the feature rows are counted once.
+            _, attrs, meta = self._rows_with_meta(None, attrs, meta, requested_counts, counts)
+        y = meta[:, 1].to(part.y.dtype) if self._y_with_ids else None
+        terms = {
+            key[len(TERMS_PREFIX) :]: attrs.pop(key)
+            for key in list(attrs)
+            if key.startswith(TERMS_PREFIX)
+        }
+        fetched = FetchedRows(x, y, meta[:, 0], attrs=attrs, weight_terms=terms)
         if degrees:
             fetched.in_degree, fetched.num_self_loops = meta[:, -2], meta[:, -1]
         return fetched
 
     def _rows_with_meta(
-        self, x: Tensor, meta: Tensor, send_counts: Tensor, recv_counts: Tensor, codec
-    ) -> tuple[Tensor, Tensor]:
-        """Send feature rows ``x [n, d]`` and their ``meta [n, m] int64`` (ids, labels,
-        degrees) as one message per peer, each row's bytes side by side; returns the received
-        ``(x, meta)``. Counted as two lines, ``features`` and ``features.ids``, so each feature
-        row is counted once and its ids apart: a packed row is ``d · x.element_size() + 8 m``
-        bytes, exactly the two lines' bytes (no padding travels)."""
+        self,
+        x: Tensor | None,
+        attrs: dict[str, Tensor],
+        meta: Tensor,
+        send_counts: Tensor,
+        recv_counts: Tensor,
+        codec=None,
+    ) -> tuple[Tensor | None, dict[str, Tensor], Tensor]:
+        """Send feature rows ``x [n, d]`` (``None``: they went apart, encoded), the rows' other
+        attributes ``attrs`` and their ``meta [n, m] int64`` (ids, class labels, degrees) as
+        one message per peer, each row's bytes side by side; returns the received
+        ``(x, attrs, meta)``. Counted as up to three lines, ``features``, ``features.attrs``
+        (bytes per row) and ``features.ids``, so each feature row is counted once and its
+        attributes and ids apart: a packed row is ``d · x.element_size() + a + 8 m`` bytes,
+        exactly the lines' bytes (no padding travels)."""
+        layout = RowLayout.of(attrs)
         if self.world_size == 1:
-            return x[:0], meta[:0]
-        width_x = x.size(1) * x.element_size()
-        packed = torch.cat([x.contiguous().view(torch.uint8), meta.view(torch.uint8)], 1)
+            empty = {key: value[:0] for key, value in attrs.items()}
+            return (None if x is None else x[:0]), empty, meta[:0]
+        width_x = 0 if x is None else x.size(1) * x.element_size()
+        pieces = [] if x is None else [x.contiguous().view(torch.uint8)]
+        pieces += [layout.pack(attrs, meta.size(0)), meta.view(torch.uint8)]
+        packed = torch.cat(pieces, 1)
         received = packed.new_empty(int(recv_counts.sum()), packed.size(1))
         all_to_all(received, packed, recv_counts.tolist(), send_counts.tolist(), group=self.group)
-        self._record(
-            "features", "response", send_counts, recv_counts, x.size(1), x.element_size(),
-            codec=codec,
-        )  # fmt: skip
+        if x is not None:
+            self._record(
+                "features", "response", send_counts, recv_counts, x.size(1), x.element_size(),
+                codec=codec,
+            )  # fmt: skip
+        if layout.row_bytes:
+            self._record(
+                "features.attrs", "response", send_counts, recv_counts, layout.row_bytes, 1
+            )
         self._record("features.ids", "response", send_counts, recv_counts, meta.size(1), 8)
-        return _columns_as(received, 0, width_x, x.dtype), _columns_as(
-            received, width_x, packed.size(1), torch.int64
+        start = width_x + layout.row_bytes
+        x = None if x is None else columns_as(received, 0, width_x, x.dtype)
+        return (
+            x,
+            layout.unpack(received, width_x),
+            columns_as(received, start, packed.size(1), torch.int64),
         )
 
     def dataset_ids(self, mask: Tensor) -> Tensor:
@@ -448,17 +533,6 @@ def _check_host_group(group, device: torch.device) -> None:
         )
 
 
-def _columns_as(packed: Tensor, start: int, stop: int, dtype: torch.dtype) -> Tensor:
-    """The bytes ``packed[:, start:stop]`` (``[n, w] uint8``) as a new ``[n, w / size] dtype``
-    tensor. Not a view: a column slice keeps its storage offset ``start`` even where it is
-    contiguous (one row), and viewing bytes as a wider type needs an offset divisible by its
-    size (``4·d`` for the ids after ``d`` float32 columns is not, for odd ``d``)."""
-    columns = (stop - start) // dtype.itemsize
-    out = torch.empty(packed.size(0), columns, dtype=dtype, device=packed.device)
-    out.view(torch.uint8).copy_(packed[:, start:stop])
-    return out
-
-
 def _position_in(sorted_values: Tensor, queries: Tensor, perm: Tensor | None = None) -> Tensor:
     """Index of each query in ``sorted_values`` (mapped through ``perm`` when given), ``-1`` if absent."""
     if sorted_values.numel() == 0:
@@ -470,12 +544,14 @@ def _position_in(sorted_values: Tensor, queries: Tensor, perm: Tensor | None = N
     return torch.where(found, pos, -1)
 
 
-def _segments_in_order(counts: Tensor, values: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
+def _segments_in_order(counts: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
     """Reorder variable-length segments: segment ``k`` (``counts[k]`` values) belongs at
-    ``positions[k]``; returns ``(counts, values)`` in position order."""
+    ``positions[k]``; returns ``(index, counts)``: ``values[index]`` are the values in position
+    order, ``counts`` the segments' lengths in that order."""
     inverse = torch.argsort(positions)
     starts = (torch.cumsum(counts, 0) - counts)[inverse]
     new_counts = counts[inverse]
     new_starts = torch.cumsum(new_counts, 0) - new_counts
-    index = torch.repeat_interleave(starts - new_starts, new_counts) + torch.arange(values.numel())
-    return new_counts, values[index]
+    total = int(new_counts.sum())
+    index = torch.repeat_interleave(starts - new_starts, new_counts) + torch.arange(total)
+    return index, new_counts

@@ -34,10 +34,15 @@ class NeighborLoader:
     ``x [num_nodes, d]``, ``y [num_nodes]``, ``edge_index [2, num_edges]`` (local, grouped by
     hop), ``n_id [num_nodes]`` (dataset ids, seeds first), ``input_id [batch_size]`` (positions
     of the seeds in ``input_nodes``), ``batch_size``, ``num_sampled_nodes`` and
-    ``num_sampled_edges`` (for :func:`torch_geometric.utils.trim_to_layer`). The model's
-    predictions for the seeds are ``out[:batch.batch_size]``. With fan-out ``-1`` on every hop
+    ``num_sampled_edges`` (for :func:`torch_geometric.utils.trim_to_layer`), ``e_id
+    [num_edges]`` (each sampled edge's position in the dataset's ``edge_index``), every other
+    node attribute of the graph (``[num_nodes, ...]``, rows of ``n_id``) and every edge attribute
+    (``[num_edges, ...]``, the sampled edges' values in ``edge_index`` order) under its own
+    name. The model's predictions for the seeds are ``out[:batch.batch_size]``. With fan-out ``-1`` on every hop
     the batch also holds ``global_in_degree`` and ``global_self_loops`` ``[num_nodes]`` (the
-    whole graph's, for layers that normalise by degrees).
+    whole graph's, for layers that normalise by degrees) and, for every 1-D floating edge
+    attribute, ``global_gcn_weight_terms[name] [num_nodes, 3]`` (a weighted ``GCNConv``'s global
+    degrees, :func:`~lightning_gnn_dist.data.graph.gcn_weight_terms`).
 
     Args:
         store: a :class:`~lightning_gnn_dist.loaders.graph_store.LocalGraphStore` or
@@ -152,9 +157,13 @@ class NeighborLoader:
         )
         if rows.y is not None:
             batch.y = rows.y
+        for key, value in {**rows.attrs, **graph.edge_data}.items():  # e_id, edge and node attrs
+            batch[key] = value
         if exact:
             batch.global_in_degree = rows.in_degree
             batch.global_self_loops = rows.num_self_loops
+            if rows.weight_terms:  # a weighted GCN's global degrees (nn.sampled)
+                batch.global_gcn_weight_terms = rows.weight_terms
         return batch
 
     def _made(self, positions: Tensor, step: int, epoch: int) -> tuple[Data, object]:

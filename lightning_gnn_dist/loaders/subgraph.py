@@ -14,8 +14,9 @@ and the rows moved are exactly the connectivity−1 cut of ``G[B]``'s column-net
 ``LocalPartition`` (the *batch view*), so every exchange mode and layer runs on it unchanged.
 
 Two pieces of a view need the other ranks and are filled by :func:`complete_batch_partition`,
-once per batch: the batch-owned row counts of every part (one ``all_gather`` of two integers per
-rank, which also gives the global count of training vertices in the batch) and, for each halo row,
+once per batch: the batch-owned row counts of every part (one ``all_gather`` of seven integers
+per rank, which also gives the global counts of each mask's vertices and labelled targets in the
+batch) and, for each halo row,
 its in-degree inside ``G[B]`` and its position in its owner's batch rows (one point-to-point
 exchange of two columns over the batch plan; these bytes are counted in the loader's own
 :class:`~lightning_gnn_dist.comm.counters.CommCounter`, apart from the layers' traffic).
@@ -32,8 +33,10 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.comm import CommCounter, P2PExchange
+from lightning_gnn_dist.data.attributes import batch_attributes
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.subgraph_sampler import SubgraphSampler
+from lightning_gnn_dist.data.targets import labelled_per_vertex
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
 
@@ -114,6 +117,9 @@ def batch_partition(part: LocalPartition, batch: Tensor) -> LocalPartition:
         value = getattr(part, key)
         if value is not None:
             setattr(view, key, value[owned_rows])
+    view.node_attrs = {name: value[owned_rows] for name, value in part.node_attrs.items()}
+    view.edge_attrs = {name: value[keep] for name, value in part.edge_attrs.items()}
+    view.edge_ids = None if part.edge_ids is None else part.edge_ids[keep]
     return view
 
 
@@ -126,11 +132,16 @@ def complete_batch_partition(
         ``(view, counts)``: the view with every part's batch rows in ``part_offsets``, halo ids
         as positions in the batch's relabelled id space and the halo's in-degrees inside
         ``G[B]``; ``counts`` the global number of batch vertices in each mask
-        (``{"train_mask": ..., ...}``).
+        (``{"train_mask": ..., ...}``) and of their labelled targets
+        (``{"train_mask_labels": ..., ...}``, see
+        :func:`~lightning_gnn_dist.data.targets.labelled_per_vertex`).
     """
-    local = [view.num_owned] + [
-        int(getattr(view, key).sum()) if getattr(view, key) is not None else 0 for key in _MASKS
-    ]
+    labelled = None if view.y is None else labelled_per_vertex(view.y)
+    local = [view.num_owned]
+    for key in _MASKS:
+        mask = getattr(view, key)
+        local.append(0 if mask is None else int(mask.sum()))
+        local.append(0 if mask is None or labelled is None else int(labelled[mask].sum()))
     device = view.in_degree.device  # the group's tensors live where the view does (NCCL: CUDA)
     stats = torch.tensor(local, dtype=torch.long, device=device).repeat(view.num_parts, 1)
     if view.num_parts > 1:
@@ -140,7 +151,8 @@ def complete_batch_partition(
     offsets = torch.zeros(view.num_parts + 1, dtype=torch.long, device=device)
     offsets[1:] = torch.cumsum(stats[:, 0], 0)
     view = replace(view, part_offsets=offsets.to(view.part_offsets.device))
-    counts = {key: int(stats[:, i + 1].sum()) for i, key in enumerate(_MASKS)}
+    counts = {key: int(stats[:, 2 * i + 1].sum()) for i, key in enumerate(_MASKS)}
+    counts |= {f"{key}_labels": int(stats[:, 2 * i + 2].sum()) for i, key in enumerate(_MASKS)}
     if view.num_parts == 1:
         return view, counts
 
@@ -167,9 +179,11 @@ class SubgraphLoader:
     """One epoch of ``steps_per_epoch`` sampled-subgraph batches of this rank.
 
     Each batch is a :class:`~torch_geometric.data.Data` like the full-batch one (owned rows of the
-    batch: ``x``, ``y``, masks, local ``edge_index``, ``global_ids``) plus ``local_partition``, the
-    completed batch view the strategy runs the halo exchange on, and ``num_{train,val,test}_global``,
-    the batch's vertices in each mask over all ranks. With one part the batch is simply the
+    batch: ``x``, ``y``, masks, every other node attribute, local ``edge_index`` with every edge
+    attribute in its order and ``e_id``, ``global_ids``) plus ``local_partition``, the completed
+    batch view the strategy runs the halo exchange on, and ``num_{train,val,test}_global`` and
+    ``num_{train,val,test}_labels_global``, the batch's vertices in each mask and their
+    labelled targets over all ranks. With one part the batch is simply the
     induced subgraph, so single-process code trains on it unchanged.
 
     Args:
@@ -212,11 +226,13 @@ class SubgraphLoader:
             global_ids=view.global_ids,
             num_nodes=view.num_owned,
             local_partition=view,
+            **batch_attributes(view),
         )
         for key in _MASKS:
             if getattr(view, key) is not None:
                 data[key] = getattr(view, key)
             data[f"num_{key.split('_')[0]}_global"] = counts[key]
+            data[f"num_{key.split('_')[0]}_labels_global"] = counts[f"{key}_labels"]
         return data
 
     def __iter__(self) -> Iterator[Data]:

@@ -20,8 +20,10 @@ from torch import Tensor
 def _tensors(batch: Any) -> list[Tensor]:
     if isinstance(batch, Tensor):
         return [batch]
+    if isinstance(batch, dict):  # e.g. a neighbour batch's global_gcn_weight_terms
+        return [t for value in batch.values() for t in _tensors(value)]
     if hasattr(batch, "stores"):  # a PyG Data / HeteroData
-        return [v for store in batch.stores for v in store.values() if isinstance(v, Tensor)]
+        return [t for store in batch.stores for value in store.values() for t in _tensors(value)]
     return []
 
 

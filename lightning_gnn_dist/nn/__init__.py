@@ -11,7 +11,7 @@ from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistGraphConv, 
 from lightning_gnn_dist.nn.distribute import distribute
 from lightning_gnn_dist.nn.fused import use_sparse_aggregation
 from lightning_gnn_dist.nn.layers import LAYER_TABLE, declare_exact_layer
-from lightning_gnn_dist.nn.models import GAT, GCN, GraphSAGE, build_model
+from lightning_gnn_dist.nn.models import GAT, GCN, DeeperGCN, GraphSAGE, build_model
 from lightning_gnn_dist.nn.norm import DistBatchNorm
 from lightning_gnn_dist.nn.rdm import RDMContext
 from lightning_gnn_dist.nn.vertex_cut import VertexCutContext
@@ -19,6 +19,7 @@ from lightning_gnn_dist.nn.vertex_cut import VertexCutContext
 __all__ = [
     "GAT",
     "GCN",
+    "DeeperGCN",
     "DistBatchNorm",
     "DistGATConv",
     "DistGCNConv",

@@ -4,7 +4,9 @@ A store is a directory::
 
     meta.json          format version, dataset fingerprint, settings, library versions,
                        metrics, seconds, sha256 and size of every other file, and the sha256 of
-                       its own canonical content (``meta_sha256``)
+                       its own canonical content (``meta_sha256``); what was partitioned
+                       (format 3: every attribute's dtype, shape and role, the target's task,
+                       per-part mask and label counts; :mod:`.store_meta`)
     assignment.npy     [num_nodes] int64 part of each (original) vertex; for a vertex cut
                        (meta "kind": "vertex-cut") [num_edges] int64 part of each edge
     part-00000.pt ...  one LocalPartition (vertex cut: VertexCutPart) per part; a rank loads
@@ -49,11 +51,20 @@ from lightning_gnn_dist.partition.placement import (
     places_parts,
     two_level_assignment,
 )
+from lightning_gnn_dist.partition.store_meta import (
+    attribute_meta,
+    label_counts,
+    mask_counts,
+    target_meta,
+)
 from lightning_gnn_dist.partition.vertex_cut import VertexCutMetrics
 from lightning_gnn_dist.utils.progress import status, track
 from lightning_gnn_dist.utils.tempdirs import make_owned_dir, remove_stale
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+READABLE_FORMATS = (2, 3)
+"""Format versions :meth:`PartitionStore.open` reads: a format-2 store is a homogeneous graph with
+``x``, an integer ``y``, the masks and no other attribute in its ``meta.json``."""
 _STORE_FILE = re.compile(r"meta\.json|assignment\.npy|part-\d{5}\.pt")
 _LIBRARIES = ("torch", "torch-geometric", "pymetis", "mtkahypar", "kahypar", "numpy")
 
@@ -110,10 +121,10 @@ class PartitionStore:
             meta["files"], meta["settings"], meta["fingerprint"]  # noqa: B018
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
             raise _corrupt(meta_path, path, f"is unreadable ({err})") from None
-        if meta.get("format_version") != FORMAT_VERSION:
+        if meta.get("format_version") not in READABLE_FORMATS:
             raise PartitionStoreError(
                 f"{path} has store format {meta.get('format_version')}, this version reads "
-                f"{FORMAT_VERSION}; {_rebuild_hint(path)}"
+                f"{' and '.join(map(str, READABLE_FORMATS))}; {_rebuild_hint(path)}"
             )
         if meta.get("meta_sha256") != _meta_checksum(meta):
             raise _corrupt(meta_path, path, "was modified (checksum mismatch)")
@@ -331,6 +342,7 @@ def partition_to_store(
         for part in track(parts, "writing parts", total=num_parts):
             part.save(tmp / _part_name(part.part_id))
         names = ["assignment.npy", *(_part_name(p) for p in range(num_parts))]
+        owner = partitioner.label_owner(data, assignment, num_parts)
         meta = {
             "format_version": FORMAT_VERSION,
             "kind": partitioner.kind,
@@ -339,10 +351,10 @@ def partition_to_store(
             "num_nodes": int(data.num_nodes),
             "num_edges": int(data.edge_index.size(1)),
             "num_features": int(data.x.size(1)) if getattr(data, "x", None) is not None else 0,
-            "num_classes": int(data.y.max()) + 1 if getattr(data, "y", None) is not None else 0,
-            "mask_counts": _mask_counts(
-                data, partitioner.label_owner(data, assignment, num_parts), num_parts
-            ),
+            **target_meta(data),
+            **attribute_meta(data),
+            "mask_counts": mask_counts(data, owner, num_parts),
+            "label_counts": label_counts(data, owner, num_parts),
             "settings": settings,
             "seconds": seconds,
             "metrics": metrics.to_dict(),
@@ -534,17 +546,6 @@ def _replace_dir(new: Path, path: Path) -> None:
         os.rename(old, path)  # put the old store back
         raise
     shutil.rmtree(old, ignore_errors=True)
-
-
-def _mask_counts(data: Data, assignment: np.ndarray, num_parts: int) -> dict[str, list[int]]:
-    """Per part, how many owned vertices each mask selects (so no rank needs the full graph to
-    know the global counts)."""
-    counts = {}
-    for key in ("train_mask", "val_mask", "test_mask"):
-        mask = getattr(data, key, None)
-        if mask is not None:
-            counts[key] = np.bincount(assignment[mask.numpy()], minlength=num_parts).tolist()
-    return counts
 
 
 def _part_name(part_id: int) -> str:

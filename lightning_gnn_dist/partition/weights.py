@@ -25,6 +25,7 @@ import numpy as np
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.graph import row_nnz
+from lightning_gnn_dist.data.targets import infer_task, target_info
 from lightning_gnn_dist.partition.work import ComputeCosts, gcn_layers
 
 #: The weights a partitioner can balance; ``"nnz+rows"`` is two constraints (METIS only).
@@ -82,13 +83,18 @@ def weight_settings(kind: str, widths: Sequence[int] | None) -> dict[str, Any]:
 
 
 def default_widths(data: Data) -> tuple[int, ...]:
-    """``(num_features, 16, num_classes)`` of ``data``: the GCN ``NodeClassifier`` builds by
+    """``(num_features, 16, num_outputs)`` of ``data`` (classes, or tasks of a multi-label or
+    regression ``y``): the GCN ``NodeClassifier`` builds by
     default. A graph without features ``x`` (or labels ``y``) counts ``16`` for them: its
     partition is made before its model is known, and at equal widths a row weighs about as much
     as 4 non-zeros either way."""
     x, y = getattr(data, "x", None), getattr(data, "y", None)
     d_in = int(x.size(1)) if x is not None and x.dim() == 2 else DEFAULT_HIDDEN
-    classes = int(y.max()) + 1 if y is not None and y.numel() else DEFAULT_HIDDEN
+    classes = DEFAULT_HIDDEN
+    if y is not None and y.numel():  # multilabel and regression: one output per task
+        task = getattr(data, "task", None)
+        task = task if isinstance(task, str) else infer_task(y)
+        classes = max(1, target_info(y, task).num_outputs)
     return (d_in, DEFAULT_HIDDEN, classes)
 
 

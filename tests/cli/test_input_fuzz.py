@@ -95,6 +95,18 @@ SPEC_CASES = {
     "missing-file": ("edgelist:{tmp}/missing.txt", "no such file"),
     "directory-as-file": ("metis:{tmp}", "not a regular file"),
     "missing-mtx": ("mtx:{tmp}/nofile.mtx", "no such file"),
+    # issue 30: synthetic targets and edge attributes
+    "targets-unknown": ("sbm?num_nodes=40&targets=ranking", "targets='ranking' must be"),
+    "targets-zero-columns": ("sbm?num_nodes=40&targets=multilabel:0", "k must be an integer"),
+    "targets-word-columns": ("rmat?scale=5&targets=regression:x", "k must be an integer"),
+    "targets-multiclass-columns": ("sbm?targets=multiclass:4", "targets='multiclass:4'"),
+    "edge-features-negative": ("sbm?num_nodes=40&edge_features=-2", "edge_features=-2"),
+    "edge-features-float": ("sbm?edge_features=1.5", "edge_features='1.5' must be an integer"),
+    "edge-weights-unknown": ("rmat?scale=5&edge_weights=heavy", "edge_weights='heavy'"),
+    "weights-not-bool": ("edgelist:{tmp}/g.txt?weights=maybe", "weights='maybe'"),
+    "proteins-no-tasks": ("proteins?num_nodes=40&tasks=0", "tasks"),
+    "proteins-species-above-nodes": ("proteins?num_nodes=4&species=9", "species"),
+    "digits-no-targets-option": ("digits?targets=regression", "unknown option"),
 }
 
 FILE_CASES = {
@@ -178,6 +190,14 @@ FILE_CASES = {
     "edges-no-features": edges("0 1\n", "features", "?features=0"),
     "edges-no-classes": edges("0 1\n", "classes", "?classes=0"),
     "edges-largest-id-too-big-for-memory": edges("0 2000000000\n", "is available"),
+    "edges-weights-missing": edges("0 1 2.5\n1 2\n", ":2: weights=true needs", "?weights=true"),
+    "edges-weights-word": edges("0 1 heavy\n", "'heavy' is not a number", "?weights=true"),
+    "edges-weights-nan": edges("0 1 nan\n", "weight nan is not finite", "?weights=true"),
+    "mtx-pattern-weights": (
+        "mtx:{file}?weights=true",
+        (MTX + "2 2 1\n1 2\n").encode(),
+        "'pattern'",
+    ),
     "gz-not-gzip": ("edgelist:{file}", b"0 1\n", "cannot read"),
     "gz-truncated": ("metis:{file}", gzip.compress(b"2 1\n2\n1\n")[:-6], "cannot read"),
 }
@@ -345,6 +365,8 @@ LIGHTNING_CASES = {
     "cd-overflow": (*exchange("cd-99999999999999999999"), "from 1 to 999,999,999"),
     "exchange-none": (*exchange("null"), "exchange must be a mode name"),
     "seed-negative": ("--data.seed", "-1", "seed must be an integer >= 0"),
+    # issue 30: the targets' task
+    "task-unknown": ("--data.task", "ranking", "undefined task option 'ranking'"),
     "num-parts-vs-devices": ("--data.num_parts", "3", "num_parts=3 but 2 processes run"),
     "timeout-nan": (*STRATEGY, "--trainer.strategy.timeout", "nan", '"timeout"'),
     # item 9: evaluating an untrained model, predicting into nothing
@@ -352,7 +374,7 @@ LIGHTNING_CASES = {
     "validate-without-checkpoint": ("@validate", "would evaluate an untrained model"),
     "predict-without-writer": ("@predict", "--ckpt_path", "missing.ckpt", "would write nothing"),
     # issue 29, item 7: accepted, then refused on every rank after launch (or misread)
-    "rdm-order-length": (*RDM, "dsdsdsdsds", "rdm_order='dsdsdsdsds' does not fit NodeClassifier"),
+    "rdm-order-length": (*RDM, "dsdsdsdsds", "rdm_order='dsdsdsdsds' does not fit NodePredictor"),
     "rdm-order-case": (*RDM, "Model", "rdm_order='Model': use 'auto'"),
     "plan-methods-unknown": (*plan("methods: [nope]"), "unknown partition method 'nope'"),
     "plan-methods-letters": (*plan("methods: mts"), "unknown partition method 'mts'"),

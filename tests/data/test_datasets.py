@@ -286,9 +286,9 @@ def test_in_memory_data_errors():
     with pytest.raises(ValueError, match=re.escape("unknown option scale=3")):
         load_dataset(base, scale=3)
     multi = base.clone()
-    multi.y = torch.zeros(2, 3, dtype=torch.long)
-    with pytest.raises(DatasetError, match="multi-label targets are not supported"):
-        load_dataset(multi)
+    multi.y = torch.tensor([[0, 1, 2], [1, 0, 0]])
+    with pytest.raises(DatasetError, match="task='multilabel' needs y of 0 and 1.* holds 2"):
+        load_dataset(multi, task="multilabel")
     with pytest.raises(ValueError, match="the graph is empty"):
         load_dataset(Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=0))
 

@@ -116,7 +116,6 @@ def test_ogb_directory_without_release_marker_is_refused_without_prompt(tmp_path
     [
         ("ogbn-nope", "unknown OGB node-property dataset 'ogbn-nope'"),
         ("ogbn-mag", "ogbn-mag is a heterogeneous graph"),
-        ("ogbn-proteins", "ogbn-proteins has 112 prediction tasks"),
     ],
 )
 def test_ogb_unsupported_datasets_fail_before_any_download(tmp_path, name, message):
@@ -129,3 +128,65 @@ def test_the_network_guard_catches_a_download_attempt(tmp_path):
     # No local files: ogb would download; the guard turns that into a test failure.
     with pytest.raises(AssertionError, match="tried to use the network"):
         load_ogb("ogbn-arxiv", root=tmp_path)
+
+
+PROTEIN_EDGES = [(0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (0, 1)]  # (0, 1) twice: parallel edges
+TASKS, SPECIES = 112, [3, 3, 3, 7, 7, 7]
+
+
+def write_proteins(root: Path) -> Path:
+    """A 6-vertex ``ogbn-proteins`` in OGB's raw layout: 8 edge features, 112 binary tasks,
+    ``node_species``, the species split; OGB adds the inverse edges itself."""
+    directory = root / "ogbn_proteins"
+    (directory / "raw").mkdir(parents=True)
+    (directory / "split" / "species").mkdir(parents=True)
+
+    def write(name: str, rows: list[str]) -> None:
+        with gzip.open(directory / name, "wt") as handle:
+            handle.write("".join(row + "\n" for row in rows))
+
+    write("raw/edge.csv.gz", [f"{s},{t}" for s, t in PROTEIN_EDGES])
+    write(
+        "raw/edge-feat.csv.gz",
+        [",".join(f"{(e + 1) * 0.01 + k * 0.1:.3f}" for k in range(8)) for e in range(6)],
+    )
+    write(
+        "raw/node-label.csv.gz",
+        [",".join(str((v + t) % 2) for t in range(TASKS)) for v in range(NUM_NODES)],
+    )
+    write("raw/node_species.csv.gz", [str(s) for s in SPECIES])
+    write("raw/num-node-list.csv.gz", [str(NUM_NODES)])
+    write("raw/num-edge-list.csv.gz", [str(len(PROTEIN_EDGES))])
+    write("split/species/train.csv.gz", ["0", "1", "2"])
+    write("split/species/valid.csv.gz", ["3"])
+    write("split/species/test.csv.gz", ["4", "5"])
+    (directory / "RELEASE_v1.txt").write_text("")
+    return directory
+
+
+def test_ogb_proteins_layout_gives_edge_features_and_multilabel_targets(tmp_path):
+    """Issue 30: ogbn-proteins through OGB's PyG loader: ``edge_attr [E, 8]`` permuted with its
+    edges (the inverse edges and the parallel ones keep their own rows), ``y [N, 112]``
+    multi-label, ``node_species`` a node attribute, ``x`` the sum of the in-edge features."""
+    write_proteins(tmp_path)
+    data = load_dataset(f"ogb:ogbn-proteins?root={tmp_path}")
+    assert data.task == "multilabel"
+    assert data.y.dtype == torch.float32 and data.y.shape == (NUM_NODES, TASKS)
+    expected_y = (torch.arange(NUM_NODES)[:, None] + torch.arange(TASKS)) % 2
+    assert torch.equal(data.y, expected_y.float())
+    assert data.node_species.view(-1).tolist() == SPECIES
+    # every listed edge in both directions, each with its line's features
+    rows = {}
+    for e, (s, t) in enumerate(PROTEIN_EDGES):
+        for pair in ((s, t), (t, s)):
+            rows.setdefault(pair, []).append([(e + 1) * 0.01 + k * 0.1 for k in range(8)])
+    got = {}
+    for (s, t), features in zip(data.edge_index.t().tolist(), data.edge_attr.tolist(), strict=True):
+        got.setdefault((s, t), []).append(features)
+    assert got.keys() == rows.keys()
+    for pair, features in rows.items():
+        torch.testing.assert_close(torch.tensor(sorted(got[pair])), torch.tensor(sorted(features)))
+    x = torch.zeros(NUM_NODES, 8).index_add_(0, data.edge_index[1], data.edge_attr)
+    torch.testing.assert_close(data.x, x)
+    assert data.train_mask.tolist() == [True, True, True, False, False, False]
+    assert data.test_mask.tolist() == [False, False, False, False, True, True]

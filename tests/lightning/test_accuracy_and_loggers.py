@@ -96,3 +96,36 @@ def test_monitor_and_report_reach_csv_and_tensorboard(tmp_path, lightning, excha
     assert "comm/model.convs.0/forward/bytes_total" in tags
     assert "partition/avg_send_rows" in tags
     assert "val_acc" in tags
+
+
+@pytest.mark.parametrize(
+    ("spec", "metrics"),
+    [
+        ("sbm?num_nodes=200&features=8&targets=regression:2", ("mae", "rmse")),
+        ("sbm?num_nodes=200&features=8&targets=multilabel:4", ("rocauc",)),
+    ],
+)
+def test_task_metrics_reach_the_logger(tmp_path, spec, metrics):
+    """NodePredictor on 2 ranks logs its task's metrics (issue 30): every validation epoch and
+    the test run write ``val_*``/``test_*`` rows, the same on every rank's logger copy."""
+    from lightning_gnn_dist import GNNStrategy, NodePredictor
+
+    pl.seed_everything(0)
+    trainer = pl.Trainer(
+        strategy=GNNStrategy(start_method="fork"),
+        devices=2,
+        max_epochs=2,
+        logger=pl.loggers.CSVLogger(tmp_path, name="csv"),
+        log_every_n_steps=1,
+        **QUIET,
+    )
+    datamodule = GraphPartitionDataModule(spec, method="random", root=str(tmp_path / "parts"))
+    model = NodePredictor("sage", hidden_channels=8)
+    trainer.fit(model, datamodule=datamodule)
+    trainer.test(model, datamodule=datamodule, verbose=False)  # a logger version of its own
+    rows = [r for f in (tmp_path / "csv").rglob("metrics.csv") for r in csv.DictReader(open(f))]
+    for split, count in (("val", 2), ("test", 1)):
+        for name in (*metrics, "loss"):
+            values = [float(r[f"{split}_{name}"]) for r in rows if r.get(f"{split}_{name}")]
+            assert len(values) == count and all(v >= 0 for v in values), (split, name, values)
+    assert not any("val_acc" in r for r in rows)

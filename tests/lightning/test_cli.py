@@ -70,14 +70,16 @@ def test_bad_model_class_path_says_what_is_wrong(capsys, class_path, message):
     assert err.startswith(f"error: model class_path {class_path!r}") and message in err
 
 
-def test_flat_model_block_still_configures_node_classifier(tmp_path, capsys):
+def test_flat_model_block_configures_node_predictor(tmp_path, capsys):
+    """A ``model:`` block without ``class_path`` configures ``NodePredictor`` (issue 30: the task
+    is the datamodule's; with class ids it is ``NodeClassifier`` under its new name)."""
     config = tmp_path / "flat.yaml"
     config.write_text("model:\n  model: sage\n  hidden_channels: 8\n")
     with pytest.raises(SystemExit) as exit_:
         main(["fit", "--config", str(config), "--print_config"])
     assert exit_.value.code == 0
     model = yaml.safe_load(capsys.readouterr().out)["model"]
-    assert model["class_path"] == "lightning_gnn_dist.NodeClassifier._pytorch_lightning"
+    assert model["class_path"] == "lightning_gnn_dist.NodePredictor._pytorch_lightning"
     assert model["init_args"]["model"] == "sage" and model["init_args"]["hidden_channels"] == 8
 
 

@@ -383,29 +383,49 @@ def _data(**fields):
     return Data(**{"x": graph.x, "edge_index": graph.edge_index, "y": graph.y, **fields})
 
 
+def _bad_x():
+    data = _data()
+    data.x[3, 1] = float("nan")
+    return data
+
+
 @pytest.mark.parametrize(
-    "dataset, match",
+    "dataset, task, match",
     [
         (
             lambda: _data(y=torch.linspace(0, 1, 20)),
-            r"y holds non-integer values \(e.g. 0.0526316\): regression targets are not "
-            "supported yet",
+            "multiclass",
+            r"y holds non-integer values \(e.g. 0.0526316\); class labels must be integers",
         ),
-        (lambda: _data(y=torch.full((20,), float("inf"))), "regression targets are not supported"),
-        (lambda: _data(y=torch.zeros(20, 3)), r"y has 3 columns \(20, 3\); multi-label"),
+        (lambda: _data(y=torch.full((20,), float("inf"))), None, "y holds inf; regression"),
+        (lambda: _data(y=torch.zeros(20, 3)), "multiclass", r"one class id per vertex"),
+        (lambda: _data(y=torch.full((20, 3), 2.0)), "multilabel", r"y of 0 and 1 .* holds 2"),
+        (_bad_x, None, "x holds nan at vertex 3, column 1"),
+        (lambda: _data(pos=torch.zeros(7, 2)), None, r"'pos' has shape \(7, 2\): its first"),
+        (lambda: _data(e_id=torch.arange(20)), None, "'e_id' has a name the loaders set"),
+        (lambda: _data(), "ranking", "undefined task option 'ranking'"),
         (
             lambda: __import__("torch_geometric.data", fromlist=["HeteroData"]).HeteroData(),
+            None,
             r"heterogeneous graphs \(HeteroData\) are not supported yet",
         ),
-        (lambda: 5, r"dataset must be a spec string like 'digits' or a torch_geometric Data"),
+        (lambda: 5, None, r"dataset must be a spec string like 'digits' or a torch_geometric Data"),
     ],
 )
-def test_a_dataset_the_module_cannot_train_on_is_refused_at_construction(tmp_path, dataset, match):
-    """Item 7: these failed in prepare_data on every rank ("a dataset spec is a string like
-    'digits'" for a HeteroData; float targets as "non-integer class labels")."""
+def test_a_dataset_the_module_cannot_train_on_is_refused_at_construction(
+    tmp_path, dataset, task, match
+):
+    """Item 7 (issue 29) and issue 30 item 6: these failed in prepare_data on every rank ("a
+    dataset spec is a string like 'digits'" for a HeteroData; float targets as "non-integer
+    class labels"), or not at all (NaN features, a misshapen or reserved attribute)."""
     with pytest.raises(ValueError, match=match):
-        GraphPartitionDataModule(dataset(), method="random", root=str(tmp_path))
+        GraphPartitionDataModule(dataset(), method="random", root=str(tmp_path), task=task)
     assert not any(tmp_path.iterdir())
+
+
+def test_attributes_that_cannot_be_partitioned_are_named_at_construction(tmp_path):
+    with pytest.warns(UserWarning, match="'notes' are not tensors with one row per vertex"):
+        GraphPartitionDataModule(_data(notes=["a"]), method="random", root=str(tmp_path))
 
 
 def test_integer_valued_float_labels_are_class_labels(tmp_path):
@@ -487,3 +507,93 @@ def test_a_right_rdm_order_and_codec_layer_pass_the_model_check():
     GNNStrategy(codec={"convs.1": "int8", "features": "int4"}).check_model(NodeClassifier())
     with pytest.raises(ValueError, match="rdm_order='DSDS' does not fit NodeClassifier"):
         strategy.check_model(NodeClassifier(num_layers=3))
+
+
+@pytest.mark.parametrize("method", ["random", "vertex-cut"])
+def test_full_batches_carry_every_attribute_and_the_store_records_them(tmp_path, method):
+    """Issue 30: each rank's full batch holds its owned rows of every node attribute (a vertex
+    cut: every copy's), its edges' attributes in ``edge_index`` order and ``e_id``; the store
+    (format 3) records each attribute, the target and the labelled counts a loss divides by."""
+    from types import SimpleNamespace
+
+    from tests.loaders.test_loader_attributes import attributed_graph
+
+    graph = attributed_graph()
+    graph.name = "attributed"
+    known = (~torch.isnan(graph.y)).sum(1)
+    seen = []
+    for rank in range(3):
+        dm = GraphPartitionDataModule(graph, method=method, num_parts=3, root=str(tmp_path))
+        dm.trainer = SimpleNamespace(num_nodes=1, world_size=3, global_rank=rank)
+        if rank == 0:
+            dm.prepare_data()
+        dm.setup()
+        batch, part = dm.batch, dm.local_partition
+        for key in ("y", "pos", "node_time"):
+            assert torch.equal(
+                batch[key].nan_to_num(-1), graph[key][batch.global_ids].nan_to_num(-1)
+            )
+        local = part.global_ids
+        if method == "random":
+            local = torch.cat([local, part.halo_global_ids])
+        assert torch.equal(local[batch.edge_index], graph.edge_index[:, batch.e_id])
+        for key in ("edge_attr", "edge_weight", "edge_time"):
+            assert torch.equal(batch[key], graph[key][batch.e_id])
+            assert batch[key].dtype == graph[key].dtype
+        seen.append(batch.e_id)
+        assert batch.num_train_labels_global == int(known[graph.train_mask].sum())
+        assert batch.num_val_global == int(graph.val_mask.sum())
+    assert sorted(torch.cat(seen).tolist()) == list(range(graph.num_edges))  # each edge once
+    assert (dm.task, dm.num_tasks, dm.num_classes) == ("multilabel", 5, 0)
+    assert dm.global_label_count("test_mask") == int(known[graph.test_mask].sum())
+    assert dm.node_attrs["y"] == {"dtype": "float32", "shape": [5], "role": "target"}
+    assert dm.node_attrs["node_time"] == {"dtype": "int32", "shape": [], "role": "attr"}
+    assert dm.edge_attrs["edge_attr"] == {"dtype": "float32", "shape": [3], "role": "attr"}
+    assert dm.store.meta["format_version"] == 3
+    with pytest.raises(
+        PartitionStoreError, match="holds multilabel targets, not task='regression'"
+    ):
+        GraphPartitionDataModule(
+            graph, method="random", store=str(dm.store_path), task="regression"
+        )
+
+
+def test_a_format_2_store_still_opens(tmp_path):
+    """A store written before format 3 (no attribute, target or label-count keys) reads as
+    multiclass targets with its mask counts."""
+    import json
+
+    from lightning_gnn_dist.partition.store import _meta_checksum
+
+    dm = GraphPartitionDataModule(
+        "sbm?num_nodes=60", method="random", num_parts=1, root=str(tmp_path)
+    )
+    dm.prepare_data()
+    meta_path = dm.store_path / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    for key in ("node_attrs", "edge_attrs", "target", "label_counts"):
+        del meta[key]
+    meta["format_version"] = 2
+    meta["meta_sha256"] = _meta_checksum(meta)
+    meta_path.write_text(json.dumps(meta))
+    old = GraphPartitionDataModule("sbm?num_nodes=60", store=str(dm.store_path))
+    old.setup()
+    assert (old.task, old.num_tasks, old.num_classes) == ("multiclass", 1, 4)
+    assert old.global_label_count("train_mask") == old.global_mask_count("train_mask") > 0
+    assert old.batch.num_train_labels_global == old.global_mask_count("train_mask")
+
+
+def test_regression_and_explicit_task(tmp_path):
+    dm = GraphPartitionDataModule(
+        "sbm?num_nodes=80&targets=regression:2", method="random", num_parts=1, root=str(tmp_path)
+    )
+    dm.prepare_data()
+    dm.setup()
+    assert (dm.task, dm.num_tasks) == ("regression", 2) and dm.batch.y.shape == (80, 2)
+    integral = GraphPartitionDataModule(
+        "sbm?num_nodes=80", method="random", num_parts=1, root=str(tmp_path), task="regression"
+    )
+    assert integral.store_path != dm.store_path
+    integral.prepare_data()
+    integral.setup()
+    assert integral.task == "regression" and integral.batch.y.dtype == torch.float32

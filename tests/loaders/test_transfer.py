@@ -44,3 +44,13 @@ def test_a_cuda_transfer_pins_and_copies_on_its_own_stream():
     assert not DeviceTransfer("cpu").pins
     batch = Data(x=torch.ones(2, 2))
     assert DeviceTransfer("cpu")(batch) is batch
+
+
+def test_the_tensors_a_copy_must_keep_alive_include_those_in_dicts():
+    """A neighbour batch's ``global_gcn_weight_terms`` (a dict of tensors) is copied with the
+    batch; its tensors are marked as used by the consuming stream too."""
+    from lightning_gnn_dist.loaders.transfer import _tensors
+
+    terms = torch.ones(3, 3)
+    batch = Data(x=torch.zeros(3, 2), global_gcn_weight_terms={"edge_weight": terms})
+    assert any(tensor is terms for tensor in _tensors(batch))
