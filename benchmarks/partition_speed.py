@@ -2,6 +2,8 @@
 
     python -m benchmarks.partition_speed            # R-MAT P = 16, 64 (2 seeds) + meshes (~10 min)
     python -m benchmarks.partition_speed --quick    # smoke run on small graphs (< 1 min)
+    python -m benchmarks.partition_speed --scales 16,18,20 --parts 2,4 \
+        --out benchmarks/results/partition_scale    # large R-MAT graphs vs DGL (~20 min, issue 34)
 
 Every cell partitions one graph into P parts with each variant below, in ``--repeats``
 interleaved rounds in this process, and reports the partitioner's wall time (hypergraph
@@ -209,6 +211,10 @@ def _seconds_ratio(row: dict) -> str:
 
 
 def render(report: dict) -> str:
+    if "scale_rows" in report:
+        from benchmarks.partition_scale import render_scales
+
+        return render_scales(report)
     lines = [
         "# Hypergraph partitioning speed (issue 13)",
         "",
@@ -229,9 +235,29 @@ def render(report: dict) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graphs", type=csv(), help="subset of the configuration's graphs")
+    parser.add_argument(
+        "--scales",
+        type=csv(int),
+        help="R-MAT scales of the large-graph section (issue 34): every method in a fresh "
+        "process, CPU seconds and peak memory, DGL's partition_graph beside (e.g. 16,18,20)",
+    )
+    parser.add_argument("--parts", type=csv(int), default=[2, 4], help="P of --scales")
+    parser.add_argument("--dgl-python", default="/tmp/lgd-dgl-venv/bin/python")
+    parser.add_argument(
+        "--hypergraph-timeout",
+        type=float,
+        default=150.0,
+        help="seconds the 'hypergraph' cells of --scales may run (the process is killed then; "
+        "150 s is about 5x DGL's partition_graph at scale 20)",
+    )
 
 
 def run(r: Run) -> None:
+    if r.args.scales:
+        from benchmarks.partition_scale import run_scales
+
+        run_scales(r)
+        return
     config = QUICK if r.quick else FULL
     r.report.update(repeats=r.repeats, skipped=[], rows=[])
     for name in r.args.graphs or list(config):

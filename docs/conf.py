@@ -113,6 +113,7 @@ API_MODULES = {
         "work",
         "batch_volume",
         "refine",
+        "volume",
         "compare",
     ],
     "lightning_gnn_dist.data": ["local", "vertex_cut", "sampler", "subgraph_sampler", "limits"],

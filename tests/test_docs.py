@@ -172,6 +172,7 @@ RUN: dict[str, Run] = {
     "hypergraph-presets": Run(
         in_process=True, expect=(r"preset='tuned'", r"threads=2", r"preset='fast'", r"quality")
     ),
+    "kaminpar": Run(in_process=True, expect=(r"'refine_moves': \d+, 'refine_rounds'",)),
     "cost-model": Run(in_process=True, expect=(r"(?m)^0\.\d+ \[[0-9. e\n-]+\] \[",)),
     "neighbor-loader-single": Run(in_process=True, expect=(r"^9 Data\(x=\[\d+, 64\]", "n_id=")),
     "own-graph": Run(

@@ -25,14 +25,17 @@ LIMITS = {"full": (120.0, 900.0, 1500.0), "quick": (20.0, 30.0, 100.0)}
 PAPER_OPTIONS = {"vertex_weight": "nnz"}
 
 #: Execution order (cheapest first) and labels.
-METHODS = ("random", "metis", "hypergraph-mtkahypar", "hypergraph-kahypar")
+METHODS = ("random", "metis", "kaminpar", "hypergraph-mtkahypar", "hypergraph-kahypar")
 LABELS = {
+    "kaminpar": "KP (KaMinPar, refined)",
     "hypergraph-mtkahypar": "HP (Mt-KaHyPar)",
     "hypergraph-kahypar": "HP (KaHyPar)",
     "metis": "GP (METIS)",
     "random": "RP",
 }
 HP_METHODS = ("hypergraph-mtkahypar", "hypergraph-kahypar")
+#: Methods compared with METIS in the summary tables (``LABELS[m][4:-1]`` names them there).
+VS_METIS = (*HP_METHODS, "kaminpar")
 
 #: Paper 000 Table 2 (P = 512, PaToH/METIS, eps = 0.01): geometric means over its eight graphs
 #: of the values normalised to RP.

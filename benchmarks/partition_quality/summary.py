@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from benchmarks.partition_quality.config import HP_METHODS, LABELS, METHODS
+from benchmarks.partition_quality.config import LABELS, METHODS, VS_METIS
 
 
 def _geomean(values: list[float]) -> float | None:
@@ -23,7 +23,7 @@ def summarise(report: dict[str, Any]) -> dict[str, Any]:
     ok = [r for r in report["rows"] if r["status"] == "ok"]
     summary: dict[str, Any] = {"mesh_geomean_vs_random": {}, "power_law_hp_vs_metis": []}
     meshes = [g for g, k in kinds.items() if k == "mesh"]
-    for method in ("hypergraph-mtkahypar", "hypergraph-kahypar", "metis"):
+    for method in (*VS_METIS, "metis"):
         rows = [r for r in ok if r["method"] == method and r["graph"] in meshes]
         if not rows:
             continue
@@ -44,7 +44,7 @@ def summarise(report: dict[str, Any]) -> dict[str, Any]:
     for graph in (g for g, k in kinds.items() if k == "power-law"):
         for num_parts in report["settings"]["parts"]:
             gp = cells.get((graph, num_parts, "metis"))
-            for method in HP_METHODS:
+            for method in VS_METIS:
                 hp = cells.get((graph, num_parts, method))
                 if hp is None or gp is None or hp["status"] != "ok" or gp["status"] != "ok":
                     if hp is not None:
@@ -83,10 +83,7 @@ def _seconds(row: dict) -> str:
 
 
 def display_rows(report: dict, graph: str) -> list[dict]:
-    order = {
-        m: i
-        for i, m in enumerate(("hypergraph-mtkahypar", "hypergraph-kahypar", "metis", "random"))
-    }
+    order = {m: i for i, m in enumerate((*VS_METIS, "metis", "random"))}
     rows = sorted(
         (r for r in report["rows"] if r["graph"] == graph),
         key=lambda r: (r["num_parts"], order.get(r["method"], 9)),
@@ -119,7 +116,7 @@ def hp_gp_rows(report: dict) -> list[dict]:
             gp = cells.get((g["name"], num_parts, "metis"))
             if gp is None or gp["status"] != "ok":
                 continue
-            for method in HP_METHODS:
+            for method in VS_METIS:
                 hp = cells.get((g["name"], num_parts, method))
                 if hp is None or hp["status"] != "ok":
                     continue
@@ -150,7 +147,7 @@ def observations(report: dict[str, Any]) -> list[str]:
     out = []
     for graph, kind in kinds.items():
         parts = []
-        for method in ("hypergraph-mtkahypar", "hypergraph-kahypar", "metis"):
+        for method in (*VS_METIS, "metis"):
             ratios = [
                 (r["num_parts"], r["total_volume_rows_vs_random"])
                 for r in ok
@@ -161,7 +158,7 @@ def observations(report: dict[str, Any]) -> list[str]:
                 parts.append(f"{LABELS[method]} {text}")
         if parts:
             out.append(f"{graph} ({kind}), total volume / RP: " + "; ".join(parts) + ".")
-    for method in HP_METHODS:
+    for method in VS_METIS:
         pairs = [
             (r, cells.get((r["graph"], r["num_parts"], "metis")))
             for r in ok

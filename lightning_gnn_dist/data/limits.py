@@ -200,3 +200,77 @@ def check_vertex_id(path: str | os.PathLike, line: int, vertex_id: int) -> None:
             f"0..{MAX_NUM_NODES - 1} (the partitioners use 32-bit vertex ids); renumber the "
             "vertices densely from 0"
         )
+
+
+#: Peak bytes per directed edge of the partition step by method, on top of the graph already in
+#: memory (measured on R-MAT scale 20, 16 M edges, ``python -m benchmarks.partition_speed
+#: --scales``): METIS through pymetis keeps every coarsening level of a power-law graph (64-bit
+#: ids: ~290 bytes per edge, 4.2 GiB at scale 20); KaMinPar's 32-bit graph lives in its worker
+#: while the parent holds the refinement's ``int32`` pins; Mt-KaHyPar's Python input is a list of
+#: lists. Methods not listed get :data:`_PARTITION_BYTES_PER_EDGE_OTHER`.
+_PARTITION_BYTES_PER_EDGE = {
+    "metis": 300.0,
+    "kaminpar": 48.0,
+    "random": 0.0,
+    "hypergraph": 400.0,
+    "hypergraph-mtkahypar": 400.0,
+    "hypergraph-kahypar": 400.0,
+}
+_PARTITION_BYTES_PER_EDGE_OTHER = 200.0
+#: From 8 parts on, ``kaminpar`` also lowers the busiest part's send volume on the column-net
+#: hypergraph (about 50 bytes per edge more, measured at scale 20).
+_PARTITION_BYTES_PER_EDGE_MANY_PARTS = {"kaminpar": 90.0}
+_MANY_PARTS = 8
+#: Per vertex: weights, assignments, degree counts (int64) and the metrics' net masks.
+_PARTITION_BYTES_PER_NODE = 64.0
+#: Per vertex and part: the volume refinement's pin-count table (``int32``).
+_PARTITION_BYTES_PER_NODE_PART = {"kaminpar": 4.0}
+
+
+def partition_memory_bytes(
+    method: str, num_nodes: float, num_edges: float, num_parts: int = 2
+) -> float:
+    """Estimated extra peak memory, in bytes, of partitioning a graph already in memory with
+    ``method`` into ``num_parts`` parts and computing its metrics (the store is not included).
+
+    Args:
+        method: a partition method name (``"metis"``, ``"kaminpar"``...).
+        num_nodes: vertices ``N``.
+        num_edges: directed edges ``E``.
+        num_parts: P.
+    """
+    per_edge = _PARTITION_BYTES_PER_EDGE.get(method, _PARTITION_BYTES_PER_EDGE_OTHER)
+    if num_parts >= _MANY_PARTS:
+        per_edge = _PARTITION_BYTES_PER_EDGE_MANY_PARTS.get(method, per_edge)
+    per_node = _PARTITION_BYTES_PER_NODE + _PARTITION_BYTES_PER_NODE_PART.get(method, 0.0) * (
+        num_parts
+    )
+    return float(num_edges) * per_edge + float(num_nodes) * per_node
+
+
+def check_partition_fits(
+    method: str, num_nodes: float, num_edges: float, num_parts: int = 2
+) -> float:
+    """Raise ``MemoryError`` (one line: the estimate, what is available, what to do) when the
+    partition step's estimate (:func:`partition_memory_bytes`) exceeds
+    :func:`available_memory_bytes`; return the estimate otherwise."""
+    needed = partition_memory_bytes(method, num_nodes, num_edges, num_parts)
+    available = available_memory_bytes()
+    if needed > available:
+        lean = partition_memory_bytes("kaminpar", num_nodes, num_edges, num_parts)
+        advice = (
+            f"use method='kaminpar' (about {_size(lean)}), "
+            if method != "kaminpar" and lean <= available
+            else ""
+        )
+        raise MemoryError(
+            f"partitioning {num_nodes:.0f} vertices and {num_edges:.0f} edges with "
+            f"method={method!r} needs about {_size(needed)} of memory besides the graph but "
+            f"{_size(available)} is available; {advice}free memory or use a machine with more"
+        )
+    return needed
+
+
+def describe_bytes(num_bytes: float) -> str:
+    """``3.2 GiB``, ``12.0 MiB``, ``512 bytes``."""
+    return _size(num_bytes)

@@ -234,11 +234,12 @@ class PartitionedGraphStore:
         stream: int,
         replace: bool = False,
         owned: bool = False,
-    ) -> tuple[Tensor, Tensor]:
-        """Sampled in-neighbours of ``frontier`` (routing ids, any owner); collective unless
-        ``owned``: every rank's frontier is its own vertices (the seeds' hop), so no rank has
-        requests to send and the hop runs without messages. Every rank passes the same
-        ``owned``."""
+    ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+        """Sampled in-neighbours of ``frontier`` (routing ids, any owner): ``(counts [F] int64,
+        src [Σ counts] int64, edge_data)``, with each sampled edge's ``e_id`` and edge
+        attributes by name in ``edge_data`` (``[Σ counts, ...]``). Collective unless ``owned``:
+        every rank's frontier is its own vertices (the seeds' hop), so no rank has requests to
+        send and the hop runs without messages. Every rank passes the same ``owned``."""
         if owned and bool(((frontier < self.start) | (frontier >= self.end)).any()):
             raise ValueError(
                 f"rank {self.rank}: sample_hop(owned=True) got vertices outside its routing "

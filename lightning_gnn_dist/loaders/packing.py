@@ -48,8 +48,9 @@ class RowLayout:
     def pack(self, tensors: dict[str, Tensor], rows: int) -> Tensor:
         """``[rows, row_bytes] uint8``: the rows of ``tensors`` (named as the layout) side by
         side."""
-        pieces = [
-            tensors[name].contiguous().reshape(rows, -1).view(torch.uint8) for name in self.names
+        pieces = [  # explicit widths: with no rows, reshape(0, -1) is ambiguous
+            tensors[name].contiguous().reshape(rows, math.prod(shape)).view(torch.uint8)
+            for name, shape in zip(self.names, self.shapes, strict=True)
         ]
         if not pieces:
             return torch.empty(rows, 0, dtype=torch.uint8)

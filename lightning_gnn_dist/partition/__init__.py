@@ -17,6 +17,7 @@ from lightning_gnn_dist.partition.hypergraph import (
     KaHyParPartitioner,
     MtKaHyParPartitioner,
 )
+from lightning_gnn_dist.partition.kaminpar import KaMinParPartitioner
 from lightning_gnn_dist.partition.metis import MetisPartitioner
 from lightning_gnn_dist.partition.random import RandomPartitioner
 from lightning_gnn_dist.partition.stochastic_hypergraph import StochasticHypergraphPartitioner
@@ -28,6 +29,7 @@ __all__ = [
     "GNNBlocksPartitioner",
     "HypergraphPartitioner",
     "KaHyParPartitioner",
+    "KaMinParPartitioner",
     "MetisPartitioner",
     "MtKaHyParPartitioner",
     "Partitioner",

@@ -57,6 +57,7 @@ class Partitioner(ABC):
         check_num_parts(num_parts, data.num_nodes)
         if num_parts == 1:
             return np.zeros(data.num_nodes, dtype=np.int64)
+        self._announce(data, num_parts)
         assignment = np.asarray(self._partition(data, num_parts), dtype=np.int64)
         if (
             assignment.shape != (data.num_nodes,)
@@ -76,6 +77,22 @@ class Partitioner(ABC):
                 stacklevel=2,
             )
         return assignment
+
+    def _announce(self, data: Data, num_parts: int) -> None:
+        """Check the partition step's memory estimate against what the machine has (a one-line
+        ``MemoryError`` saying what to do when it does not fit) and print it with a time
+        estimate (when progress is shown)."""
+        from lightning_gnn_dist.data.limits import check_partition_fits, describe_bytes
+        from lightning_gnn_dist.utils.progress import format_seconds, note
+
+        num_edges = 0 if data.edge_index is None else int(data.edge_index.size(1))
+        needed = check_partition_fits(self.name, data.num_nodes, num_edges, num_parts)
+        seconds = estimate_seconds(self.name, num_edges)
+        note(
+            f"partitioning {data.num_nodes:,} vertices / {num_edges:,} edges into {num_parts} "
+            f"parts with {self.name!r}: about {describe_bytes(needed)} of memory besides the "
+            f"graph" + ("" if seconds is None else f", about {format_seconds(seconds)}")
+        )
 
     @abstractmethod
     def _partition(self, data: Data, num_parts: int) -> np.ndarray:
@@ -170,6 +187,25 @@ def get_partitioner(method: str, **options: Any) -> Partitioner:
             f"{', '.join(accepted)}"
         )
     return PARTITIONERS[method](**options)
+
+
+#: CPU seconds per directed edge of each method's partition call on one core (R-MAT scales
+#: 16-20 with P = 2 and 4, ``python -m benchmarks.partition_speed --scales``); a rough guide for
+#: the progress display, not a bound.
+SECONDS_PER_EDGE: dict[str, float] = {
+    "metis": 1.3e-6,
+    "kaminpar": 0.8e-6,
+    "random": 2e-8,
+    "hypergraph": 2e-5,
+    "hypergraph-mtkahypar": 2e-5,
+    "hypergraph-kahypar": 1e-4,
+}
+
+
+def estimate_seconds(method: str, num_edges: int) -> float | None:
+    """Rough CPU seconds of ``method`` on a graph of ``num_edges`` edges (``None``: unknown)."""
+    rate = SECONDS_PER_EDGE.get(method)
+    return None if rate is None else rate * num_edges
 
 
 def native_seed(seed: int) -> int:

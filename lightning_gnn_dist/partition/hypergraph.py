@@ -19,7 +19,7 @@ from lightning_gnn_dist.partition.backends import (
     check_backend,
     get_backend,
 )
-from lightning_gnn_dist.partition.base import Partitioner, register_partitioner
+from lightning_gnn_dist.partition.base import Partitioner, estimate_seconds, register_partitioner
 from lightning_gnn_dist.partition.column_net import ColumnNetHypergraph, column_net_hypergraph
 from lightning_gnn_dist.partition.refine import RefineResult, refine_max_send_volume
 from lightning_gnn_dist.partition.weights import (
@@ -30,6 +30,7 @@ from lightning_gnn_dist.partition.weights import (
     weight_settings,
 )
 from lightning_gnn_dist.utils.checks import check_bool
+from lightning_gnn_dist.utils.progress import status
 
 
 @register_partitioner("hypergraph")
@@ -172,14 +173,20 @@ class HypergraphPartitioner(Partitioner):
         # for the refinement's moves: when the km1 partition fills every part but the busiest
         # to the bound, no vertex can leave the busiest part (measured on R-MAT, P = 4).
         backend_epsilon = self.epsilon / 2 if refine else self.epsilon
-        assignment = partition_hypergraph(
-            hypergraph.keep_nets(keep),
-            num_parts,
-            backend_epsilon,
-            self.seed,
-            timeout=self.timeout,
-            **self.backend_options,
-        )
+        estimate = estimate_seconds(f"hypergraph-{self.backend}", hypergraph.num_pins)
+        with status(
+            f"{self.backend}: {hypergraph.num_vertices:,} vertices, {hypergraph.num_pins:,} pins "
+            f"into {num_parts} parts",
+            estimate,
+        ):
+            assignment = partition_hypergraph(
+                hypergraph.keep_nets(keep),
+                num_parts,
+                backend_epsilon,
+                self.seed,
+                timeout=self.timeout,
+                **self.backend_options,
+            )
         if not refine:
             return assignment
         self.last_refinement = refine_max_send_volume(

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from torch_geometric.data import Data
 
-from lightning_gnn_dist.data.graph import column_net_pins, row_nnz, sorted_unique, symmetric_csr
+from lightning_gnn_dist.data.graph import column_net_pins, sorted_unique
+from lightning_gnn_dist.partition.arrays import EdgeView, net_part_masks, row_nnz
 from lightning_gnn_dist.partition.placement import Topology, hierarchical_peer_rows
 
 FLOAT32_BYTES = 4
@@ -166,19 +167,9 @@ def partition_metrics(
         raise ValueError(f"assignment has shape {assignment.shape}, expected ({num_nodes},)")
     if num_nodes and (assignment.min() < 0 or assignment.max() >= num_parts):
         raise ValueError(f"assignment values must lie in [0, {num_parts})")
-    nets, pins = column_net_pins(data.edge_index, num_nodes)
-    # Distinct (net, part) pairs are the connectivity sets Λ(n_j).
-    net_part = sorted_unique(nets * num_parts + assignment[pins])
-    net, part = net_part // num_parts, net_part % num_parts
-    owner = assignment[net]
-    remote = part != owner
-    peer_rows = np.bincount(
-        owner[remote] * num_parts + part[remote], minlength=num_parts * num_parts
-    ).reshape(num_parts, num_parts)
-
-    indptr, indices = symmetric_csr(data.edge_index, num_nodes)
-    rows = np.repeat(np.arange(num_nodes), np.diff(indptr))
-    edge_cut = int((assignment[rows] != assignment[indices]).sum()) // 2
+    view = EdgeView(data.edge_index, num_nodes)
+    peer_rows = _peer_rows(data, view, assignment, num_parts)
+    edge_cut = _edge_cut(view, assignment)
 
     hierarchical = None
     if ranks_per_node is not None:
@@ -196,10 +187,50 @@ def partition_metrics(
         peer_rows=peer_rows.astype(np.int64),
         part_sizes=np.bincount(assignment, minlength=num_parts).astype(np.int64),
         part_nnz=np.bincount(
-            assignment, weights=row_nnz(data.edge_index, num_nodes), minlength=num_parts
+            assignment, weights=row_nnz(data.edge_index, num_nodes, view), minlength=num_parts
         ).astype(np.int64),
         edge_cut=edge_cut,
     )
+
+
+def _peer_rows(data: Data, view: EdgeView, assignment: np.ndarray, num_parts: int) -> np.ndarray:
+    """``[P, P]`` rows part ``p`` sends part ``q`` per SpMM: the nets owned by ``p`` that span
+    ``q``. Up to 64 parts from one bit mask per net (8 bytes per vertex); above, from the
+    distinct ``(net, part)`` pairs (about 40 bytes per edge)."""
+    if num_parts <= 64:
+        masks = net_part_masks(view, assignment, num_parts)
+        peer_rows = np.empty((num_parts, num_parts), dtype=np.int64)
+        for q in range(num_parts):
+            spans = ((masks >> np.uint64(q)) & np.uint64(1)).astype(bool)
+            peer_rows[:, q] = np.bincount(assignment[spans], minlength=num_parts)
+        np.fill_diagonal(peer_rows, 0)
+        return peer_rows
+    nets, pins = column_net_pins(data.edge_index, data.num_nodes)
+    # Distinct (net, part) pairs are the connectivity sets Λ(n_j).
+    net_part = sorted_unique(nets * num_parts + assignment[pins])
+    net, part = net_part // num_parts, net_part % num_parts
+    owner = assignment[net]
+    remote = part != owner
+    return np.bincount(
+        owner[remote] * num_parts + part[remote], minlength=num_parts * num_parts
+    ).reshape(num_parts, num_parts)
+
+
+def _edge_cut(view: EdgeView, assignment: np.ndarray) -> int:
+    """Undirected edges of ``A + Aᵀ`` (no self loops) whose ends lie in different parts: the
+    distinct ``min * N + max`` keys of the cut directed edges (8 bytes per cut edge)."""
+    num_nodes = view.num_nodes
+    pieces = []
+    for src, dst in view.chunks():
+        cut = assignment[src] != assignment[dst]
+        src, dst = src[cut], dst[cut]
+        pieces.append(np.minimum(src, dst) * num_nodes + np.maximum(src, dst))
+    if not pieces:
+        return 0
+    keys = np.concatenate(pieces)
+    del pieces
+    keys.sort()
+    return int(np.count_nonzero(keys[1:] != keys[:-1])) + int(keys.size > 0)
 
 
 @dataclass(frozen=True)

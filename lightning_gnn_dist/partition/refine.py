@@ -93,7 +93,7 @@ class _NetPartCounts:
         merge_at: int = 1 << 16,
     ) -> None:
         self.num_parts = num_parts
-        keys = pin_net * num_parts + pin_part
+        keys = pin_net.astype(np.int64) * num_parts + pin_part
         self.dense = num_nets * num_parts <= dense_limit
         if self.dense:
             self.table = np.bincount(keys, minlength=num_nets * num_parts).astype(np.int32)
@@ -112,7 +112,7 @@ class _NetPartCounts:
 
     def get(self, nets: np.ndarray, parts: np.ndarray | int) -> np.ndarray:
         """``C[nets, parts]`` (broadcast; 0 where absent)."""
-        keys = np.asarray(nets * self.num_parts + parts)
+        keys = np.asarray(nets, dtype=np.int64) * self.num_parts + parts
         if self.dense:
             return self.table[keys]
         shape, keys = keys.shape, keys.ravel()
@@ -125,6 +125,7 @@ class _NetPartCounts:
     def move(self, nets: np.ndarray, source: int, target: int) -> None:
         """One pin of each of ``nets`` (distinct) moves from part ``source`` to ``target``;
         updates the counts and :attr:`connectivity`."""
+        nets = np.asarray(nets, dtype=np.int64)
         self.connectivity[nets] += (self.get(nets, target) == 0).astype(np.int64) - (
             self.get(nets, source) == 1
         )
@@ -221,14 +222,16 @@ def refine_max_send_volume(
     num_vertices = vertex_weights.size
     part = np.array(assignment, dtype=np.int64, copy=True)
     weights = np.asarray(vertex_weights, dtype=np.int64)
-    pin_net = np.repeat(np.arange(num_vertices, dtype=np.int64), np.diff(net_offsets))
+    # Net ids as int32 where they fit (4 bytes per pin instead of 8; multiplied in int64).
+    ids = np.int32 if num_vertices < 2**31 else np.int64
+    pin_net = np.repeat(np.arange(num_vertices, dtype=ids), np.diff(net_offsets))
+    counts = _NetPartCounts(pin_net, part[pins], num_vertices, num_parts, dense_limit)
     # Vertex -> nets containing it (the transpose of the pin lists).
-    by_vertex = np.argsort(pins, kind="stable")
-    vertex_nets = pin_net[by_vertex]
+    vertex_nets = pin_net[np.argsort(pins, kind="stable")]
+    del pin_net
     vertex_offsets = np.zeros(num_vertices + 1, dtype=np.int64)
     np.cumsum(np.bincount(pins, minlength=num_vertices), out=vertex_offsets[1:])
 
-    counts = _NetPartCounts(pin_net, part[pins], num_vertices, num_parts, dense_limit)
     lam = counts.connectivity  # λ(n_j), kept current by counts.move
     send = np.bincount(part, weights=lam - 1, minlength=num_parts).astype(np.int64)
     load = np.bincount(part, weights=weights, minlength=num_parts).astype(np.int64)

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 from torch_geometric.data import Data
 
-from lightning_gnn_dist.data.graph import row_nnz
 from lightning_gnn_dist.data.targets import infer_task, target_info
+from lightning_gnn_dist.partition.arrays import row_nnz
 from lightning_gnn_dist.partition.work import ComputeCosts, gcn_layers
 
 #: The weights a partitioner can balance; ``"nnz+rows"`` is two constraints (METIS only).

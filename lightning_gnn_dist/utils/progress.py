@@ -13,7 +13,13 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TypeVar
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 T = TypeVar("T")
 
@@ -35,13 +41,33 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
         BarColumn(),
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
     )
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
         yield from progress.track(items, total=total, description=description)
 
 
-def status(message: str) -> AbstractContextManager:
-    """A spinner context manager for a step with no measurable progress."""
+def status(message: str, estimate_seconds: float | None = None) -> AbstractContextManager:
+    """A spinner context manager for a step with no measurable progress; ``estimate_seconds``
+    (a rough duration, e.g. from the graph's size) is shown with the message."""
     if not progress_enabled():
         return nullcontext()
+    if estimate_seconds is not None:
+        message = f"{message} (about {format_seconds(estimate_seconds)})"
     return Console(stderr=True).status(message)
+
+
+def note(message: str) -> None:
+    """Print one line on stderr when progress is enabled (an estimate before a long step)."""
+    if progress_enabled():
+        Console(stderr=True).print(message, highlight=False)
+
+
+def format_seconds(seconds: float) -> str:
+    """``"40 s"``, ``"3 min"``, ``"1.5 h"``."""
+    if seconds < 90:
+        return f"{max(seconds, 1):.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

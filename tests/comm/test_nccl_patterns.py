@@ -295,7 +295,7 @@ def _collective_rank(rank: int, world_size: int, nccl_branch: bool) -> dict:
     (out.sin().sum() + panels.sum()).backward()
     store = PartitionedGraphStore(part, codec="int8")
     rows = store.fetch(torch.arange(N), degrees=True)  # every vertex: remote rows of each peer
-    counts, sources = store.sample_hop(torch.arange(N), -1, stream=5)
+    counts, sources, edges = store.sample_hop(torch.arange(N), -1, stream=5)
     tensors = {
         "out": out.detach(),
         "panels": panels,
@@ -306,6 +306,7 @@ def _collective_rank(rank: int, world_size: int, nccl_branch: bool) -> dict:
         "x": rows.x,
         "counts": counts,
         "sources": sources,
+        "e_id": edges["e_id"],
     }
     return {key: value.numpy().copy() for key, value in tensors.items()}
 

@@ -98,6 +98,6 @@ def test_lazy_names_and_old_paths_still_resolve():
     assert out.splitlines() == [
         "GNNStrategy lightning_gnn_dist.nn.distribute",
         "lightning_gnn_dist.costmodel",
-        "lightning_gnn_dist.loaders.graph_store DeprecationWarning",
+        "lightning_gnn_dist.loaders.local_store DeprecationWarning",
         "module 'lightning_gnn_dist' has no attribute 'no_such_name'",
     ]

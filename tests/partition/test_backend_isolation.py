@@ -146,7 +146,7 @@ def test_worker_rejects_bad_arguments(args) -> None:
         stdin=subprocess.DEVNULL,
         check=False,
     )
-    assert child.returncode == 2 and "expected arguments BACKEND HYPERGRAPH.npz" in child.stderr
+    assert child.returncode == 2 and "expected arguments BACKEND INPUT OUTPUT.npy" in child.stderr
 
 
 def test_crashing_child_raises(hypergraph, monkeypatch) -> None:

@@ -82,11 +82,9 @@ def partition_in_child(
     Raises:
         RuntimeError: non-zero exit, timeout, no output or an output of the wrong shape.
     """
-    remove_stale(tempfile.gettempdir(), TEMP_PREFIX)
-    folder = make_owned_dir(tempfile.gettempdir(), TEMP_PREFIX, mode=0o700)
-    try:
+
+    def write(folder: Path) -> Path:
         input_path = folder / "hypergraph.npz"
-        output_path = folder / "assignment.npy"
         np.savez(
             input_path,
             net_offsets=np.asarray(hg.net_offsets, dtype=np.int64),
@@ -97,6 +95,30 @@ def partition_in_child(
                 dtype=np.int64,
             ),
         )
+        return input_path
+
+    return run_in_child(label, write, command, timeout, advice, hg.num_vertices)
+
+
+def run_in_child(
+    label: str,
+    write: Callable[[Path], Path],
+    command: Callable[[Path, Path], list[str]],
+    timeout: float | None,
+    advice: str,
+    num_vertices: int,
+) -> np.ndarray:
+    """Write the input with ``write(folder)`` (returns its path), run
+    ``command(input_path, output_path)`` in a child process, read the assignment.
+
+    The input and output live in a temporary folder owned by this process, removed afterwards
+    (also after a failure). Arguments and errors as :func:`partition_in_child`.
+    """
+    remove_stale(tempfile.gettempdir(), TEMP_PREFIX)
+    folder = make_owned_dir(tempfile.gettempdir(), TEMP_PREFIX, mode=0o700)
+    try:
+        input_path = write(folder)
+        output_path = folder / "assignment.npy"
         try:
             child = subprocess.run(
                 command(input_path, output_path),
@@ -128,8 +150,8 @@ def partition_in_child(
         assignment = np.load(output_path)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    if assignment.shape != (hg.num_vertices,):
+    if assignment.shape != (num_vertices,):
         raise RuntimeError(
-            f"{label} returned {assignment.shape} part ids for {hg.num_vertices} vertices"
+            f"{label} returned {assignment.shape} part ids for {num_vertices} vertices"
         )
     return assignment.astype(np.int64, copy=False)

@@ -11,8 +11,11 @@ Usage::
 
     python _worker.py kahypar   HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED CONFIG.ini
     python _worker.py mtkahypar HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED PRESET THREADS
+    python _worker.py kaminpar  GRAPH.parhip   OUTPUT.npy NUM_PARTS EPSILON SEED CONTEXT THREADS
 
-``PRESET`` is a member of ``mtkahypar.PresetType`` (``DEFAULT``) or the path of an ``.ini`` file.
+``GRAPH.parhip`` is a graph in ParHIP's binary format (``backends/kaminpar.py`` writes it);
+``CONTEXT`` a KaMinPar context name (``default``, ``fast``, ``terapart``...). ``PRESET`` is a
+member of ``mtkahypar.PresetType`` (``DEFAULT``) or the path of an ``.ini`` file.
 
 ``HYPERGRAPH.npz`` holds ``net_offsets``, ``pins``, ``vertex_weights`` and optionally
 ``net_weights`` (int64, the fields of ``ColumnNetHypergraph``; unit net weights when absent); ``OUTPUT.npy`` receives the ``[num_vertices] int64`` assignment and is
@@ -40,7 +43,7 @@ if __name__ == "__main__" and sys.path and sys.path[0]:
 
 import numpy as np  # noqa: E402
 
-USAGE = "BACKEND HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED [CONFIG.ini | PRESET THREADS]"
+USAGE = "BACKEND INPUT OUTPUT.npy NUM_PARTS EPSILON SEED [CONFIG.ini | PRESET THREADS | CONTEXT THREADS]"
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -125,11 +128,22 @@ def _mtkahypar(
     return np.asarray(partitioned.get_partition(), dtype=np.int64)
 
 
+def _kaminpar(
+    path: Path, num_parts: int, epsilon: float, seed: int, context: str, threads: int
+) -> np.ndarray:
+    import kaminpar
+
+    graph = kaminpar.load_graph(str(path), kaminpar.GraphFileFormat.PARHIP)
+    kaminpar.reseed(seed)
+    solver = kaminpar.KaMinPar(threads, kaminpar.context_by_name(context))
+    return np.asarray(solver.compute_partition(graph, num_parts, epsilon), dtype=np.int64)
+
+
 def main(argv: list[str] | None = None) -> int:
     _die_with_parent()
     args = sys.argv[1:] if argv is None else argv
     backend = args[0] if args else None
-    expected = {"kahypar": 7, "mtkahypar": 8}
+    expected = {"kahypar": 7, "mtkahypar": 8, "kaminpar": 8}
     if backend not in expected or len(args) != expected[backend]:
         return _fail(f"expected arguments {USAGE} (got {args!r})")
     input_path, output_path = Path(args[1]), Path(args[2])
@@ -140,6 +154,15 @@ def main(argv: list[str] | None = None) -> int:
     config = Path(args[6]) if backend == "kahypar" else None
     if config is not None and not config.is_file():
         return _fail(f"KaHyPar configuration file {str(config)!r} does not exist")
+    if backend == "kaminpar":
+        try:
+            threads = int(args[7])
+        except ValueError as error:
+            return _fail(f"bad THREADS {args[7]!r}: {error}")
+        if not input_path.is_file():
+            return _fail(f"cannot read the graph {str(input_path)!r}: no such file")
+        assignment = _kaminpar(input_path, num_parts, epsilon, seed, args[6], threads)
+        return _save(assignment, output_path)
     if backend == "mtkahypar":
         preset = args[6]
         if preset.endswith(".ini") and not Path(preset).is_file():
@@ -160,9 +183,25 @@ def main(argv: list[str] | None = None) -> int:
         assignment = _kahypar(arrays, num_parts, epsilon, seed, config)
     else:
         assignment = _mtkahypar(arrays, num_parts, epsilon, seed, preset, threads)
+    return _save(assignment, output_path)
+
+
+def _save(assignment: np.ndarray, output_path: Path) -> int:
+    """Write the assignment atomically (a temporary name, then a rename); exit status 0.
+
+    With ``LGD_PARTITION_PEAK_FILE`` set, also appends this process's peak resident memory
+    (``VmHWM``, bytes) to that file: the parent's ``RUSAGE_CHILDREN`` counts the parent's own
+    memory at the fork, so benchmarks read the child's peak here.
+    """
     partial = output_path.with_name(output_path.name + ".partial.npy")
     np.save(partial, assignment)
     os.replace(partial, output_path)
+    peak_file = os.environ.get("LGD_PARTITION_PEAK_FILE")
+    if peak_file:
+        with open("/proc/self/status") as status:
+            line = next(line for line in status if line.startswith("VmHWM"))
+        with open(peak_file, "a") as file:
+            file.write(f"{int(line.split()[1]) * 1024}\n")
     return 0
 
 
