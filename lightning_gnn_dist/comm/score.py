@@ -202,18 +202,26 @@ class ScoreExchange:
         self._predict(LAYER, "control", control)
         return torch.stack(rows).numpy()
 
-    def rows(self, h: Tensor, ids: Tensor, plan: EndpointPlan | None = None) -> Tensor:
-        """``[m, d]`` embedding rows of dataset ``ids`` from the model output ``h`` (owned
-        rows as :attr:`owned_rows` says); autograd-connected: the far rows' gradients go back
-        to their owners. Collective (plans first when ``plan`` is not given)."""
+    def table(
+        self, h: Tensor, ids: Tensor, plan: EndpointPlan | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """``(table [T, d], index [m])``: the rows of dataset ``ids`` are ``table[index]``,
+        ``table`` being the model output ``h`` (owned rows as :attr:`owned_rows` says) followed
+        by the far rows received; autograd-connected: the far rows' gradients go back to their
+        owners. Collective (plans first when ``plan`` is not given)."""
         if plan is None:
             plan = self.plan(ids)
         if self.world_size == 1:
-            return h.index_select(0, plan.index)
+            return h, plan.index
         received = _FarRows.apply(h, self, plan)
         index = plan.index.clone()
         index[plan.remote] += h.size(0)
-        return torch.cat([h, received]).index_select(0, index)
+        return torch.cat([h, received]), index
+
+    def rows(self, h: Tensor, ids: Tensor, plan: EndpointPlan | None = None) -> Tensor:
+        """``[m, d]`` embedding rows of dataset ``ids`` (:meth:`table`, gathered)."""
+        table, index = self.table(h, ids, plan)
+        return table.index_select(0, index)
 
     def _record(
         self,

@@ -100,3 +100,24 @@ def test_decoders_and_a_decoder_that_does_not_fit():
         check_decoder(Wide(), 6)
     with pytest.raises(ValueError, match="undefined decoder 'cosine'"):
         make_decoder("cosine", 6)
+
+
+def test_sampled_dot_scores_equal_gathered_rows_with_their_gradients():
+    from lightning_gnn_dist.nn.link import DistMult, pair_scores
+
+    gen = torch.Generator().manual_seed(0)
+    h = torch.randn(30, 5, generator=gen, requires_grad=True)
+    pairs = torch.randint(0, 30, (2, 200), generator=gen)
+    pairs[:, :5] = torch.tensor([[3], [4]])  # repeated pairs
+    weight = torch.randn(200, generator=gen)
+    for decoder in (make_decoder("dot", 5), DistMult(5)):
+        if isinstance(decoder, DistMult):
+            decoder.relation.data.uniform_(0.5, 1.5, generator=gen)
+        fast = pair_scores(decoder, h, pairs)
+        (fast * weight).sum().backward()
+        fast_grad, h.grad = h.grad.clone(), None
+        slow = decoder(h[pairs[0]], h[pairs[1]])  # the decoder's own forward: gathered rows
+        (slow * weight).sum().backward()
+        assert torch.allclose(fast, slow, atol=1e-5)
+        assert torch.allclose(fast_grad, h.grad, atol=1e-5)
+        h.grad = None
