@@ -88,7 +88,7 @@ class LinkDataModule(PartitionedDataModule):
         dataset (str or Data): a dataset spec (any graph: its edges are split), an in-memory
             ``Data``, or ``"ogb:ogbl-collab?root=DIR"`` (``ogbl-citation2``, ``-ppa``, ``-ddi``:
             the official split, :mod:`~lightning_gnn_dist.data.ogb_link`).
-            (default: ``"sbm?num_nodes=2000&num_classes=8&avg_degree=10"``)
+            (default: ``"sbm?num_nodes=2000&num_classes=20&avg_degree=10&p_ratio=200"``)
         method, num_parts, root, seed, epsilon, store: as ``GraphPartitionDataModule``'s (the
             message-passing graph is partitioned; ``method="auto"`` is not offered: its cost
             model plans node training); so are ``verify_dataset``, ``force``,
@@ -136,7 +136,7 @@ class LinkDataModule(PartitionedDataModule):
 
     def __init__(
         self,
-        dataset: str | Data = "sbm?num_nodes=2000&num_classes=8&avg_degree=10",
+        dataset: str | Data = "sbm?num_nodes=2000&num_classes=20&avg_degree=10&p_ratio=200",
         method: str | None = None,
         num_parts: int | None = None,
         root: str = "partitions",
