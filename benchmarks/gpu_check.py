@@ -452,10 +452,19 @@ def two_process(side: int, device: torch.device, timeout: float = 120) -> dict:
 
 
 # -- the benchmark -----------------------------------------------------------------------------
+def no_cuda_message() -> str:
+    """The one line ``--device cuda`` stops with where torch sees no GPU."""
+    build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "a CPU-only build"
+    return (
+        f"--device cuda: torch {torch.__version__} ({build}) sees no CUDA device here; run the "
+        "check on a GPU machine (benchmarks/README.md) or pass --device cpu"
+    )
+
+
 def run(r: Run) -> None:
     device = torch.device(r.args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: torch sees no CUDA device here; use --device cpu")
+        raise SystemExit(no_cuda_message())
     side = r.args.side or (12 if r.quick else 150)
     epochs = r.args.epochs or (3 if r.quick else 5)
     hidden = 16 if r.quick else 128

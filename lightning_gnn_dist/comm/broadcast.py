@@ -19,6 +19,15 @@ class BroadcastExchange(HaloExchange):
     Moves ``(P − 1) · N · d`` elements per layer and direction (backward: one reduce per block;
     with a lossy codec the same rows travel encoded to the root, which sums them). Blocks are
     processed one root at a time, so no rank holds the whole layer input.
+
+    NCCL rule: forward, one ``broadcast`` per root in rank order of the root's whole block
+    (its rows from ``part_offsets``, which every rank holds); backward, one ``reduce`` per root
+    in rank order, or with a lossy codec one
+    :func:`~lightning_gnn_dist.comm.messages.start_messages` batch in which every rank sends
+    each root its encoded partial block and each root receives one from every peer (the root's
+    block size on both sides). A root whose block has no rows is skipped by every rank alike (no
+    zero-size collective or message); ``cached`` skips the roots its agreed flags leave out,
+    the same list on every rank.
     """
 
     mode = "broadcast"
@@ -116,8 +125,8 @@ class BroadcastExchange(HaloExchange):
             return halo
         bounds = self._halo_bounds()
         for root, (size, rows) in enumerate(zip(self._block_sizes(), self._blocks(), strict=True)):
-            if roots is not None and not roots[root]:
-                continue
+            if (roots is not None and not roots[root]) or size == 0:
+                continue  # the same skip on every rank: roots and sizes are shared
             if root == self.rank:
                 block = self._encode(codec, h_owned, layer, "forward")
             else:
@@ -141,7 +150,8 @@ class BroadcastExchange(HaloExchange):
         if self.world_size == 1:
             return grad_owned
         bounds, sizes, blocks = self._halo_bounds(), self._block_sizes(), self._blocks()
-        active = [roots is None or roots[q] for q in range(self.world_size)]
+        # A root without rows is skipped by every rank alike (no zero-size message).
+        active = [(roots is None or roots[q]) and sizes[q] > 0 for q in range(self.world_size)]
         ops, received = [], []
         for root in range(self.world_size):
             if not active[root]:

@@ -106,6 +106,17 @@ class CachedExchange(HaloExchange):
         codec: how the rows that are sent travel (see
             :class:`~lightning_gnn_dist.comm.base.HaloExchange`); the cache keeps the decoded
             rows and ``bytes_avoided`` counts encoded bytes. (default: ``"fp32"``)
+
+    NCCL rule: the messages of the base (``p2p`` or ``broadcast``) restricted by the round's
+    senders, a ``[P]`` list of flags that is the same on every rank: ``epoch-fixed`` computes it
+    from versions every rank stamps alike (no message); ``epoch-adaptive`` and
+    ``variation-gap`` agree on it by one ``all_reduce`` (MAX) of ``P`` int32 flags on the rank's
+    device per layer and training round, before that layer's messages. On ``p2p``, forward:
+    rank ``p`` sends ``q`` its planned rows iff ``flags[p]`` and ``send_counts[q] > 0``, and
+    ``q`` receives them iff ``flags[p]`` and ``recv_counts[p] > 0``, the same condition on
+    both sides; ``cache_backward="drop"`` mirrors it (gradients only to the flagged owners);
+    ``"fresh"`` and evaluation rounds post the base's exact messages. A skipped message is
+    skipped on both sides (no zero-size message).
     """
 
     mode = "cached"

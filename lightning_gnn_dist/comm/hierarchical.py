@@ -57,6 +57,15 @@ class HierarchicalExchange(P2PExchange):
 
     Raises:
         ValueError: ``ranks_per_node`` missing, below 1, or not a divisor of the world size.
+
+    NCCL rule: set-up (the first exchange, inside each node): one
+    :func:`~lightning_gnn_dist.comm.messages.start_messages` batch of one int64 size to and
+    from every node mate, then one batch of the halo ids, posted only where the size (now
+    known to both sides) is non-zero. Per exchange, two batches in order: stage 1 (owner →
+    direct receivers and gateways; the owner's counts come from its send plan and the gateway
+    rule, the receiver's from its node mates' halo ids and the same deterministic rule, so they
+    agree pairwise) and stage 2 (gateway → node mates), posted once stage 1's receives are
+    complete; backward the two reversed. Zero counts are skipped on both sides (as ``p2p``).
     """
 
     mode = "hierarchical"

@@ -26,13 +26,15 @@ Other backends (NCCL) start a batch of messages as one group, so the order does 
 :func:`all_to_all` is their own ``all_to_all_single``.
 
 **NCCL's rules** (gloo tolerates breaking some of them; NCCL hangs or corrupts, NCCL#479, #2130,
-#788; pytorch#146468). Every exchange of :mod:`lightning_gnn_dist.comm` states in its docstring how
-it keeps them, and ``tests/comm/test_nccl_patterns.py`` checks every mode on gloo with
-:class:`~lightning_gnn_dist.testing.nccl.MessageRecorder`:
+#788; pytorch#146468). Every exchange (each mode's class, the subgraph loader and the neighbour
+loader's store) states how it keeps them in an "NCCL rule" paragraph of its class docstring, and
+``tests/comm/test_nccl_patterns.py`` checks that every one has it and runs every mode on gloo
+with :class:`~lightning_gnn_dist.testing.nccl.MessageRecorder`:
 
 1. *Pairwise equal messages*: what rank ``a`` posts to ``b`` is, in order, size and dtype, what
    ``b`` posts to receive from ``a``. A zero-size message is left out on **both** sides (every
-   exchange here skips it: its sizes come from plans both sides hold, or from a size exchange).
+   point-to-point exchange here skips it, as ``broadcast`` skips a root without rows: sizes
+   come from plans both sides hold, or from a size exchange).
 2. *Symmetric batches*: the messages of one exchange between two ranks go in one
    :func:`start_messages` call on each side, after the same collectives of the group.
 3. *Consistent all-to-alls*: ``all_to_all_single``'s splits agree pairwise (what ``a`` sends

@@ -19,6 +19,15 @@ class P2PExchange(HaloExchange):
     Per exchange a rank sends ``Σ send_counts`` rows in one message per peer that needs any and
     receives ``num_halo`` rows; backward moves the same rows the other way. Rows travel encoded
     by the exchange's codec (:meth:`_move`), which the vertex-cut modes and ``cached`` reuse.
+
+    NCCL rule: each exchange is one :func:`~lightning_gnn_dist.comm.messages.start_messages`
+    batch per rank holding, for every peer ``q``, one send of ``send_counts[q]`` rows and one
+    receive of ``recv_counts[q]`` rows (backward: the same batch mirrored). A zero count posts
+    nothing, on both sides alike: ``send_counts[q]`` on rank ``p`` equals ``recv_counts[p]`` on
+    rank ``q`` (the partition's plan, which both hold), and a message's wire size is a function
+    of its row count and width only, the same on both sides. No collective, except with
+    ``codec="adaptive"``: at an epoch's first training round every rank joins one
+    ``all_gather`` and one ``all_reduce`` (the bit-width agreement, in ``begin_round``).
     """
 
     mode = "p2p"

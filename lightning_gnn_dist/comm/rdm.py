@@ -100,6 +100,15 @@ class RDMExchange(HaloExchange):
             :func:`~.rdm_plan.order_costs` (``"model"`` and the order of the ``"auto"``
             candidates): seconds per element sent, per SpMM multiply-add, per collective.
             (default: ``None``, measured once by :meth:`calibrate` when the model is bound)
+
+    NCCL rule: no point-to-point message. Every move is one ``all_to_all_single``
+    (:func:`~lightning_gnn_dist.comm.messages.all_to_all`, NCCL's own on NCCL) whose splits each
+    rank computes from data every rank holds: the layout (``part_offsets``, the panel groups)
+    and the matrix's width, so what ``p`` sends ``q`` is what ``q`` expects from ``p``. Ranks
+    outside one's panel group get zero splits, on both sides alike; an all-to-all over
+    one-rank groups is skipped by every rank. :meth:`send_rows` (set-up) exchanges its counts
+    first (an all-to-all of ``P`` int64). :meth:`calibrate` and the order tuning add
+    ``all_reduce`` (MAX) calls of float64 on the rank's device, the same on every rank.
     """
 
     mode = "rdm"

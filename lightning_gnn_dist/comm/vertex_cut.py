@@ -54,6 +54,14 @@ class PartialAggregateSync(P2PExchange):
             vertex then differ by rounding). ``max`` synchronisations always travel as ``fp32``
             (a rounded maximum would match no copy, and the gradient would reach none).
             (default: ``"fp32"``)
+
+    NCCL rule: each synchronisation (forward, and backward for ``sum`` and ``max`` alike) is two
+    :func:`~lightning_gnn_dist.comm.messages.start_messages` batches in order: leaves → roots
+    (rank ``p`` sends ``q`` ``leaf_counts[q]`` rows, ``q`` receives ``root_counts[p]`` from
+    ``p``: one plan of the split vertices' copies, built for both sides) and roots → leaves
+    (its mirror). Zero counts are skipped on both sides. The codec (or ``fp32`` for ``max`` and
+    tie-carrying backwards, decided from arguments every rank passes alike) fixes the wire size
+    from the row count and width. The layers' halo requests post nothing.
     """
 
     mode = "cd-0"
@@ -199,7 +207,10 @@ class _Synchronise(Function):
 
 
 class NoSync(PartialAggregateSync):
-    """``0c``: every copy keeps its local partial aggregate; nothing is sent."""
+    """``0c``: every copy keeps its local partial aggregate; nothing is sent.
+
+    NCCL rule: posts no message and no collective.
+    """
 
     mode = "0c"
     exact = False
@@ -231,6 +242,14 @@ class DelayedPartialAggregateSync(PartialAggregateSync):
         partition, counter, group: as :class:`PartialAggregateSync`.
         delay (int): r ≥ 1. (default: ``5``, the paper's choice)
         codec: as :class:`PartialAggregateSync` (both phases of every bin are encoded).
+
+    NCCL rule: construction is one ``all_gather`` of ``[r, 2]`` int64 on every rank. Training
+    forward number ``e`` of a layer (the same ``e`` on every rank) posts, for bin ``e % r``,
+    the roots' answers (from ``e = r`` on) then the leaves' partials, each one
+    :func:`~lightning_gnn_dist.comm.messages.start_messages` batch over that bin's counts (a
+    split vertex's bin comes from its dataset id, which every copy knows, so both sides count
+    alike); zero counts are skipped on both sides. Batches stay in flight up to ``r`` forwards
+    (:meth:`close` waits for them); backward and evaluation post nothing.
     """
 
     mode = "cd-r"

@@ -12,6 +12,7 @@ self loop; vertices without in-edges are empty rows, without out-edges empty col
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -49,24 +50,35 @@ class CSRAdjacency:
     _transpose: CSRAdjacency | None = field(default=None, repr=False)
 
     @classmethod
-    def from_edge_index(cls, edge_index: Tensor, num_rows: int, num_cols: int) -> CSRAdjacency:
+    def from_edge_index(
+        cls, edge_index: Tensor, num_rows: int, num_cols: int, grouped: bool | None = None
+    ) -> CSRAdjacency:
         """``Â`` of the edges ``edge_index [2, E]`` (row 0 sources ``< num_cols``, row 1 targets
-        ``< num_rows``): one stable sort of the edges by target (none when they come grouped)."""
+        ``< num_rows``): one stable sort of the edges by target (none when they come grouped).
+
+        ``grouped``: whether the targets are known to be non-decreasing (``True``: no sort;
+        ``False``: sort). ``None`` checks, which reads one boolean from the device (a host round
+        trip on a GPU): callers on a training step's path say what they know."""
         src, dst = edge_index[0], edge_index[1]
-        return cls._build(dst, src, num_rows, num_cols)
+        return cls._build(dst, src, num_rows, num_cols, grouped)
 
     @classmethod
-    def _build(cls, row: Tensor, col: Tensor, num_rows: int, num_cols: int) -> CSRAdjacency:
+    def _build(
+        cls, row: Tensor, col: Tensor, num_rows: int, num_cols: int, grouped: bool | None = None
+    ) -> CSRAdjacency:
         dtype = index_dtype(num_rows, num_cols, row.numel())
-        if bool((row[1:] >= row[:-1]).all()):  # already grouped (a partition, a sampler's hops)
-            crow = torch.zeros(num_rows + 1, dtype=torch.long, device=row.device)
-            torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
+        if grouped is None:  # a partition or a sampler's hops come grouped: skip the sort
+            grouped = bool((row[1:] >= row[:-1]).all())  # host: reads the device
+        if grouped:
             perm = torch.arange(row.numel(), device=row.device)
         else:
-            crow = torch.zeros(num_rows + 1, dtype=torch.long, device=row.device)
-            torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
             perm = torch.sort(row, stable=True).indices
             col = col[perm]
+        # Entries per row by index_add_ into the known size (bincount sizes its output from the
+        # values' maximum: a host round trip on a GPU).
+        crow = torch.zeros(num_rows + 1, dtype=torch.long, device=row.device)
+        crow[1:].index_add_(0, row, torch.ones_like(row))
+        crow = torch.cumsum(crow, 0)
         return cls(num_rows, num_cols, crow.to(dtype), unlinked(col.to(dtype)), perm.to(dtype))
 
     @property
@@ -100,8 +112,8 @@ class CSRAdjacency:
         """``Âᵀ`` (``num_cols × num_rows``), built once; its ``perm`` maps its entries to the
         entries of ``Â`` (not to the edge list)."""
         if self._transpose is None:
-            self._transpose = CSRAdjacency._build(
-                self.col.long(), self.row, self.num_cols, self.num_rows
+            self._transpose = CSRAdjacency._build(  # sources are rarely grouped: sort
+                self.col.long(), self.row, self.num_cols, self.num_rows, grouped=False
             )
             self._transpose._transpose = None
         return self._transpose
@@ -154,12 +166,50 @@ def tensor_cache(tensor: Tensor) -> dict:
     keeps its base alive from C++, where Python's garbage collector cannot see the cycle, so the
     tensor and its cache would never be freed (a sampled batch's, once per step).
     """
-    key = (tensor.data_ptr(), tuple(tensor.shape), tensor_version(tensor))
+    key = _cache_key(tensor)
     cached = getattr(tensor, "_lgd_cache", None)
     if cached is None or cached[0] != key:
         cached = (key, {})
         tensor._lgd_cache = cached
     return cached[1]
+
+
+def _cache_key(tensor: Tensor) -> tuple:
+    return (tensor.data_ptr(), tuple(tensor.shape), tensor_version(tensor))
+
+
+def carry_cache(source: Tensor, target: Tensor, move: Callable[[Tensor], Tensor]) -> list[Tensor]:
+    """Give ``target`` (``source`` copied to another device) the CSR matrices and hop prefixes
+    cached on ``source`` (what :func:`prepare_batch_adjacency` built on the host), each of their
+    tensors copied by ``move``, so the step on the device builds none of them (and makes no
+    host round trip for them). Returns the tensors ``move`` made (a caller copying on a side
+    stream marks them used by the consuming stream); none when ``source`` holds no cache."""
+    cached = getattr(source, "_lgd_cache", None)
+    if cached is None or cached[0] != _cache_key(source):
+        return []
+    made: list[Tensor] = []
+
+    def copied(tensor: Tensor) -> Tensor:
+        made.append(move(tensor))
+        return made[-1]
+
+    def adjacency(adj: CSRAdjacency) -> CSRAdjacency:
+        out = CSRAdjacency(
+            adj.num_rows, adj.num_cols, copied(adj.crow), copied(adj.col), copied(adj.perm)
+        )
+        if adj._transpose is not None:
+            out._transpose = adjacency(adj._transpose)
+        return out
+
+    cache = tensor_cache(target)
+    if "csr" in cached[1]:
+        cache["csr"] = {shape: adjacency(adj) for shape, adj in cached[1]["csr"].items()}
+    if "hop_prefix" in cached[1]:
+        prefixes = cache.setdefault("hop_prefix", {})
+        for num_edges, prefix in cached[1]["hop_prefix"].items():
+            prefixes[num_edges] = unlinked(target[:, :num_edges])  # a view: no copy
+            made += carry_cache(prefix, prefixes[num_edges], move)
+    return made
 
 
 def adjacency_of(edge_index: Tensor, num_rows: int, num_cols: int) -> CSRAdjacency:

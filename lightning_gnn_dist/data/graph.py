@@ -152,7 +152,7 @@ def gcn_norm_weights(
         ``(edge_index [2, E'] int64, edge_weight [E'] float32)``.
     """
     if not normalize:
-        return edge_index, torch.ones(edge_index.size(1))
+        return edge_index, torch.ones(edge_index.size(1), device=edge_index.device)
     degree = in_degree.to(torch.float32)
     if add_self_loops:
         src, dst = edge_index

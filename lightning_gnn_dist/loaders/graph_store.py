@@ -67,6 +67,18 @@ class PartitionedGraphStore:
             it in ``loader="neighbor"`` mode. (default: ``"fp32"``)
 
     Construction is collective (every rank must build its store).
+
+    NCCL rule: the store runs on the host over a gloo group (``host_group()`` beside an NCCL
+    world; an NCCL group is refused at construction), and every message is an all-to-all
+    (:func:`~lightning_gnn_dist.comm.messages.all_to_all`) whose splits were exchanged before
+    use, so they agree pairwise: a sampled hop (every hop but the seeds', which every rank marks
+    ``owned``) is a size all-to-all of ``P`` int64, the requests, a byte-size all-to-all and the
+    responses; a fetch is a size all-to-all, the ids, then the rows with their attributes and
+    ids in one packed all-to-all (a lossy codec: the encoded rows, then the packed rest), the
+    responses sized by the request counts both sides hold. Zero splits stay zero splits on both
+    sides (across hosts, where the all-to-all runs as messages, both sides skip them). Every
+    rank makes the same calls in the same order: the loader runs the same steps, fan-outs and
+    ``degrees`` flag on every rank; the hot-row cache is one collective fetch at construction.
     """
 
     def __init__(

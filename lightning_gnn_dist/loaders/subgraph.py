@@ -196,6 +196,12 @@ class SubgraphLoader:
             so a resumed run draws the batches it would have drawn; without it the loader counts
             its own epochs. Step ``s`` of epoch ``e`` draws the sampler's batch
             ``e * steps_per_epoch + s``. (default: ``None``)
+
+    NCCL rule: per batch (the same batch on every rank: shared seed), one ``all_gather`` of
+    seven int64 per rank, then one :class:`~lightning_gnn_dist.comm.p2p.P2PExchange` of two
+    float64 columns over the batch plan, whose send and receive counts both sides derive from
+    the same edges (so they agree pairwise, zero counts skipped on both sides); tensors on the
+    view's device.
     """
 
     def __init__(

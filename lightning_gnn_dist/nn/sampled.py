@@ -95,15 +95,26 @@ class SampledBatch:
                 add_self_loops, improved, normalize, edge_index, num_rows, edge_weight
             )
         del improved  # PyG 2.8 ignores it when no edge weights are given
+        # No host round trip on a GPU: sizes come from num_rows and E, never from the values.
+        src, dst = edge_index
+        loop = src == dst
         if self.in_degree is not None:
             degree, loops = self.in_degree[:num_rows], self.num_self_loops[:num_rows]
-        else:
-            src, dst = edge_index
-            loop = src == dst
-            degree = torch.bincount(dst[~loop], minlength=num_rows)
-            loops = torch.bincount(dst[loop], minlength=num_rows)
+        else:  # the batch's own degrees: counted into the known size (no bincount)
+            counts = torch.zeros(2, num_rows, dtype=torch.long, device=dst.device)
+            counts.index_put_((loop.long(), dst), torch.ones_like(dst), accumulate=True)
+            degree, loops = counts[0], counts[1]
         rows = torch.arange(num_rows, device=edge_index.device)
-        return gcn_norm_weights(edge_index, degree, loops, rows, add_self_loops, normalize)
+        if not (add_self_loops and normalize):
+            return gcn_norm_weights(edge_index, degree, loops, rows, add_self_loops, normalize)
+        # PyG replaces the graph's own loops by one loop per vertex. Removing them would size the
+        # edge list from its values; they stay as entries of weight 0 instead (adding nothing).
+        degree = degree.to(torch.float32) + 1.0
+        inv_sqrt = degree.pow(-0.5)
+        edges = torch.cat([edge_index, rows.repeat(2, 1)], dim=1)
+        weight = inv_sqrt[edges[0]] * inv_sqrt[edges[1]]
+        weight[: loop.numel()].masked_fill_(loop, 0.0)
+        return edges, weight
 
     def _weighted(
         self,
@@ -285,8 +296,9 @@ class SampledBatchContext(GraphContext):
             edges, _, (weight, _) = self.gcn_graph(
                 add_self_loops, improved, normalize, edge_index, num_rows, edge_weight
             )
-            adj = CSRAdjacency.from_edge_index(edges, num_rows, num_rows)
-            none = CSRAdjacency.from_edge_index(edges[:, :0], num_rows, 0)
+            # Known shapes: the added loops come last (a sort), the empty matrix is grouped.
+            adj = CSRAdjacency.from_edge_index(edges, num_rows, num_rows, grouped=False)
+            none = CSRAdjacency.from_edge_index(edges[:, :0], num_rows, 0, grouped=True)
             cache[key] = (
                 SparseMatrix(adj, adj.entry_values(weight)),
                 SparseMatrix(none, none.entry_values(weight[:0])),

@@ -213,6 +213,15 @@ def test_every_exchange_mode_posts_nccl_safe_patterns(world_size):
     for mode, needed in expected.items():
         assert needed <= kinds[mode], f"{mode}: recorded {sorted(kinds[mode])}"
     assert kinds["0c"] == set(), "0c moves nothing"
+    # Zero-size point-to-point messages are skipped on both sides in every mode (the rule each
+    # exchange's docstring states).
+    zero = {
+        mode: [
+            op.describe() for ops in per_rank for op in ops if op.peer is not None and not op.numel
+        ]
+        for mode, per_rank in records.items()
+    }
+    assert not any(zero.values()), {mode: ops[:3] for mode, ops in zero.items() if ops}
     # Rank 0 sends the last rank nothing forward but receives from it: a zero-size message
     # that both sides skip.
     parts = list(build_local_partitions(_graph(world_size), _assignment(world_size), world_size))
@@ -330,3 +339,41 @@ def test_the_nccl_branch_moves_the_same_data_as_gloo():
     for result in threaded:
         np.testing.assert_array_equal(result["y"], data.y[result["ids"]].numpy())
         assert np.abs(result["x"] - data.x[result["ids"]].numpy()).max() < 0.05  # int8's step
+
+
+# -- every exchange states its rule -------------------------------------------------------------
+def test_every_exchange_states_its_nccl_rule_in_its_docstring():
+    """Each exchange class (every registered mode, the subgraph loader's batch exchange, the
+    neighbour loader's store) says in its own docstring which operations it posts to each peer
+    and how zero-size messages are handled: a new mode without the paragraph fails here."""
+    from lightning_gnn_dist.comm.base import EXCHANGE_MODES
+
+    classes = {*EXCHANGE_MODES.values(), SubgraphLoader, PartitionedGraphStore}
+    assert len(EXCHANGE_MODES) >= 8
+    missing = [
+        cls.__qualname__
+        for cls in classes
+        if "NCCL rule:" not in (cls.__dict__.get("__doc__") or "")
+    ]
+    assert not missing, f"no 'NCCL rule:' paragraph in the docstring of {sorted(missing)}"
+
+
+def _empty_part_rank(rank: int, world_size: int) -> list:
+    """``broadcast`` (lossless and int4) where rank 1 owns no vertex: its block has no rows."""
+    data = _graph(world_size)
+    assignment = np.where(np.arange(N) < N // 2, 0, world_size - 1)
+    part = list(build_local_partitions(data, assignment, world_size))[rank]
+    with MessageRecorder() as recorder:
+        for codec in ("fp32", "int4"):
+            x = part.x.clone().requires_grad_()
+            make_exchange("broadcast", part, codec=codec)(x, "layer").sum().backward()
+    return recorder.records
+
+
+def test_broadcast_skips_a_root_without_rows_on_every_rank():
+    records = run_ranks(_empty_part_rank, 3, timeout=60)
+    assert_nccl_safe(records)
+    kinds = {op.kind for ops in records for op in ops}
+    assert {"broadcast", "reduce", "send", "recv"} <= kinds, kinds
+    zero = [op.describe() for ops in records for op in ops if op.numel == 0]
+    assert not zero, zero

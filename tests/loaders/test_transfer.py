@@ -54,3 +54,16 @@ def test_the_tensors_a_copy_must_keep_alive_include_those_in_dicts():
     terms = torch.ones(3, 3)
     batch = Data(x=torch.zeros(3, 2), global_gcn_weight_terms={"edge_weight": terms})
     assert any(tensor is terms for tensor in _tensors(batch))
+
+
+def test_the_csr_matrices_built_on_the_host_travel_with_the_batch():
+    """The loader builds the batch's CSR matrices (and transposes) on the host; the copy takes
+    them along, so the step on the device builds none."""
+    from lightning_gnn_dist.data.csr import tensor_cache
+
+    for prefetch in (False, True):
+        batch = next(iter(_loader("meta", prefetch)))
+        matrices = tensor_cache(batch.edge_index)["csr"]
+        assert matrices, "no CSR matrix came with the batch"
+        for adj in matrices.values():
+            assert adj.col.device.type == "meta" and adj.transpose().crow.device.type == "meta"
