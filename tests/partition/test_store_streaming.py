@@ -5,7 +5,10 @@ of a memory-mapped ``chunked:`` graph equal those of the same graph in memory.""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +16,10 @@ import torch
 from torch_geometric.data import Data
 
 import lightning_gnn_dist.data.local as local_module
+from lightning_gnn_dist.data import limits
 from lightning_gnn_dist.data.attributes import graph_attributes
+from lightning_gnn_dist.data.chunked_write import write_chunked
+from lightning_gnn_dist.data.datasets import load_dataset
 from lightning_gnn_dist.data.graph import sorted_unique
 from lightning_gnn_dist.data.local import (
     _OPTIONAL,
@@ -21,6 +27,8 @@ from lightning_gnn_dist.data.local import (
     build_local_partitions,
     relabel_order,
 )
+from lightning_gnn_dist.partition import MetisPartitioner, RandomPartitioner
+from lightning_gnn_dist.partition.store import partition_to_store
 from tests.helpers import random_graph
 
 
@@ -185,3 +193,78 @@ def test_parts_are_built_only_when_asked_for():
         assert built == [0, 1]
     finally:
         local_module.PartBuilder.part = real
+
+
+def test_store_holds_one_part_at_a_time(tmp_path, monkeypatch):
+    """When part p + 1 is built, part p is gone: the writer keeps no reference to it."""
+    data = graph_with_attributes(8, 50, 250)
+    alive = []
+    real = local_module.PartBuilder.part
+
+    def part(self, p):
+        gc.collect()
+        alive.append([p_ for p_, ref in refs if ref() is not None])
+        built = real(self, p)
+        refs.append((p, weakref.ref(built)))
+        return built
+
+    refs: list = []
+    monkeypatch.setattr(local_module.PartBuilder, "part", part)
+    partition_to_store(data, RandomPartitioner(seed=1), 4, tmp_path / "store")
+    assert alive == [[], [], [], []]
+
+
+def mapped_from(tensor: torch.Tensor, file: Path) -> bool:
+    """Whether ``tensor``'s memory lies in a mapping of ``file``."""
+    address = tensor.data_ptr()
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        span, *rest = line.split()
+        low, high = (int(v, 16) for v in span.split("-"))
+        if rest and rest[-1] == str(file) and low <= address < high:
+            return True
+    return False
+
+
+def test_a_rank_memory_maps_its_part(tmp_path):
+    data = graph_with_attributes(9, 400, 3000)
+    store = partition_to_store(data, RandomPartitioner(seed=2), 2, tmp_path / "store")
+    part = store.load_part(1)
+    file = store.path / "part-00001.pt"
+    for key in ("edge_index", "x", "edge_ids"):
+        assert mapped_from(getattr(part, key), file), key
+    assert mapped_from(part.edge_attrs["edge_attr"], file)
+    expected = list(build_local_partitions(data, store.assignment(), 2))[1]
+    assert_same_parts([part], [expected])
+    part.x[0, 0] = 123.0  # copy-on-write: the file keeps its bytes
+    store.verify(full=True)
+
+
+def test_partition_step_is_refused_before_any_work_when_it_cannot_fit(tmp_path, monkeypatch):
+    data = graph_with_attributes(10, 60, 300)
+    monkeypatch.setattr(limits, "available_memory_bytes", lambda: 5000)
+    calls = []
+    monkeypatch.setattr(
+        RandomPartitioner, "_partition", lambda self, data, p: calls.append(p) or np.zeros(60)
+    )
+    with pytest.raises(MemoryError, match="writing 3 parts of 60 vertices .* needs about"):
+        partition_to_store(data, RandomPartitioner(), 3, tmp_path / "store")
+    assert calls == [] and not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("partitioner", [RandomPartitioner(seed=4), MetisPartitioner()])
+def test_store_of_a_chunked_graph_equals_the_store_of_the_graph_in_memory(tmp_path, partitioner):
+    data = graph_with_attributes(11, 70, 400, parallel_edges=True)
+    meta = write_chunked(data, tmp_path / "chunked", num_chunks=3)
+    mapped = load_dataset(f"chunked:{meta}")
+    in_memory = load_dataset(data)
+    a = partition_to_store(mapped, partitioner, 3, tmp_path / "a")
+    b = partition_to_store(in_memory, partitioner, 3, tmp_path / "b")
+    assert a.meta["fingerprint"] == b.meta["fingerprint"]
+    ignored = {"seconds", "meta_sha256", "dataset"}
+    assert {k: v for k, v in a.meta.items() if k not in ignored} == {
+        k: v for k, v in b.meta.items() if k not in ignored
+    }
+    for p in range(3):
+        assert_same_parts([a.load_part(p)], [b.load_part(p)])
+    # the in-memory graph reuses the chunked graph's store: same fingerprint, same settings
+    assert partition_to_store(in_memory, partitioner, 3, tmp_path / "a").meta == a.meta
