@@ -20,9 +20,12 @@ The input is DGL's *chunked graph format* for one node type and one edge type: a
 
 Formats: ``numpy`` (``.npy``, read in row blocks), ``csv`` (``{"name": "csv", "delimiter":
 " "}``, ``.gz`` too) and ``parquet`` (needs ``pyarrow``); a format may name the ``"dtype"`` its
-values are cast to (this library's addition: a CSV file reads as ``int64`` or ``float64``). An edge file holds ``[n, 2]`` rows
+values are cast to and ``"squeeze": false`` to keep a one-column CSV or Parquet file ``[n, 1]``
+(this library's additions: a CSV file reads as ``int64`` or ``float64``, one column as ``[n]``). An edge file holds ``[n, 2]`` rows
 ``source target`` (0-based ids); a node or edge data file holds ``[n]`` or ``[n, d]`` rows.
-Paths are relative to the ``metadata.json`` (or absolute). Node data ``x`` (DGL's ``feat``) and
+Paths are relative to the ``metadata.json`` (or absolute). ``"add_reverse": true`` in the
+edges' entry (this library's addition, what OGB's ``add_inverse_edge`` does) appends every
+edge reversed, with its edge data, after the listed ones. Node data ``x`` (DGL's ``feat``) and
 ``y`` (``label``) are required; ``train_mask``, ``val_mask`` and ``test_mask`` are all given or
 none (then a seeded 60/20/20 split of the labelled vertices); any other array is a node or edge
 attribute of its own name.
@@ -221,7 +224,8 @@ class ArraySpec:
     """One array of a chunked graph: its format (``numpy``, ``csv`` or ``parquet``), the CSV
     delimiter, its files (chunks of consecutive rows), the declared rows of each file
     (``None``: not declared) and the dtype its values are cast to (``None``: as read; a CSV
-    file gives ``int64`` or ``float64``)."""
+    file gives ``int64`` or ``float64``); ``squeeze``: a CSV or Parquet file of one column is
+    ``[n]`` (``False``: ``[n, 1]``)."""
 
     name: str
     format: str
@@ -229,6 +233,7 @@ class ArraySpec:
     files: tuple[Path, ...]
     rows: tuple[int, ...] | None = None
     dtype: np.dtype | None = None
+    squeeze: bool = True
 
 
 @dataclass(frozen=True)
@@ -242,6 +247,7 @@ class ChunkedGraph:
     edges: ArraySpec
     node_data: dict[str, ArraySpec]
     edge_data: dict[str, ArraySpec]
+    add_reverse: bool = False
 
     def input_files(self) -> list[Path]:
         """The ``metadata.json`` and every file it names."""
@@ -301,7 +307,10 @@ def _array_spec(path: Path, name: str, entry: Any, rows: tuple[int, ...] | None)
         dtype = None if fmt.get("dtype") is None else np.dtype(fmt["dtype"])
     except TypeError:
         raise _problem(path, f"{where} has dtype {fmt['dtype']!r}, not a numpy dtype") from None
-    return ArraySpec(name, kind, str(delimiter), tuple(resolved), rows, dtype)
+    squeeze = fmt.get("squeeze", True)
+    if not isinstance(squeeze, bool):
+        raise _problem(path, f"{where} has squeeze={squeeze!r}; use true or false")
+    return ArraySpec(name, kind, str(delimiter), tuple(resolved), rows, dtype, squeeze)
 
 
 def _single(path: Path, meta: dict, key: str, default: str) -> str:
@@ -345,7 +354,11 @@ def read_metadata(path: str | os.PathLike) -> ChunkedGraph:
     edges = meta.get("edges", {})
     if not isinstance(edges, dict) or len(edges) != 1:
         raise _problem(path, f"'edges' must hold one edge type (got {list(edges)!r})")
-    edge_spec = _array_spec(path, "edges", next(iter(edges.values())), edge_rows)
+    edge_entry = next(iter(edges.values()))
+    edge_spec = _array_spec(path, "edges", edge_entry, edge_rows)
+    add_reverse = edge_entry.get("add_reverse", False) if isinstance(edge_entry, dict) else False
+    if not isinstance(add_reverse, bool):
+        raise _problem(path, f"'add_reverse' must be true or false (got {add_reverse!r})")
     node_data = _typed(path, meta, "node_data", node_type, node_rows)
     edge_data = _typed(path, meta, "edge_data", edge_type, edge_rows)
     for name in ("x", "y"):
@@ -360,7 +373,9 @@ def read_metadata(path: str | os.PathLike) -> ChunkedGraph:
         raise _problem(path, f"node_data has {', '.join(masks)} but not all three masks")
     num_edges = -1 if edge_rows is None else sum(edge_rows)
     name = str(meta.get("graph_name") or path.parent.name or "chunked")
-    return ChunkedGraph(path, name, num_nodes, num_edges, edge_spec, node_data, edge_data)
+    return ChunkedGraph(
+        path, name, num_nodes, num_edges, edge_spec, node_data, edge_data, add_reverse
+    )
 
 
 def _typed(
@@ -400,6 +415,8 @@ def read_chunks(
         for block in _file_blocks(spec, file, dtype):
             if spec.dtype is not None:
                 block = block.astype(spec.dtype, copy=False)
+            if spec.format != "numpy" and spec.squeeze and block.ndim == 2 and block.shape[1] == 1:
+                block = block[:, 0]
             rows += block.shape[0]
             yield file, block
         if spec.rows is not None and rows != spec.rows[number]:
@@ -424,7 +441,7 @@ def _file_blocks(spec: ArraySpec, file: Path, dtype: np.dtype | None) -> Iterato
             ) from error
         for batch in parquet.ParquetFile(file).iter_batches(batch_size=1 << 20):
             columns = [column.to_numpy(zero_copy_only=False) for column in batch.columns]
-            block = columns[0] if len(columns) == 1 else np.column_stack(columns)
+            block = np.column_stack(columns)
             yield block if dtype is None else block.astype(dtype, copy=False)
         return
     yield from _csv_blocks(file, spec.delimiter, dtype)
@@ -434,8 +451,7 @@ def _csv_blocks(file: Path, delimiter: str, dtype: np.dtype | None) -> Iterator[
     try:
         import pandas
     except ImportError:  # pragma: no cover - pandas comes with ogb; numpy reads it slowly
-        array = np.loadtxt(file, delimiter=None if delimiter == " " else delimiter, ndmin=2)
-        yield array[:, 0] if array.shape[1] == 1 else array
+        yield np.loadtxt(file, delimiter=None if delimiter == " " else delimiter, ndmin=2)
         return
     sep = r"\s+" if delimiter in (" ", "\t") else delimiter
     try:
@@ -443,8 +459,7 @@ def _csv_blocks(file: Path, delimiter: str, dtype: np.dtype | None) -> Iterator[
             file, sep=sep, header=None, chunksize=1 << 20, dtype=dtype, comment="#"
         )
         for frame in reader:
-            block = frame.to_numpy()
-            yield block[:, 0] if block.shape[1] == 1 else block
+            yield frame.to_numpy()
     except (ValueError, pandas.errors.ParserError) as error:
         raise DatasetError(f"{file}: cannot parse the CSV file ({error})") from None
 

@@ -37,8 +37,8 @@ from .errors import DatasetError
 EDGE_CHUNK = 1 << 22
 
 
-def _declared_edges(graph: ChunkedGraph) -> int:
-    """``E``: declared, or (``.npy`` files) read from their headers."""
+def _listed_edges(graph: ChunkedGraph) -> int:
+    """The edges the files list: declared, or (``.npy`` files) read from their headers."""
     if graph.num_edges >= 0:
         return graph.num_edges
     if graph.edges.format != "numpy":
@@ -50,11 +50,12 @@ def _declared_edges(graph: ChunkedGraph) -> int:
 
 
 def _read_keys(graph: ChunkedGraph, num_edges: int) -> np.ndarray:
-    """``src * N + dst`` of every edge, in input order, checked against ``N``."""
+    """``src * N + dst`` of every listed edge, in input order, checked against ``N``; then (with
+    ``add_reverse``) those of the reversed edges."""
     from lightning_gnn_dist.utils.progress import track
 
     num_nodes = graph.num_nodes
-    keys = np.empty(num_edges, dtype=np.int64)
+    keys = np.empty(num_edges * (2 if graph.add_reverse else 1), dtype=np.int64)
     at = 0
     row_in_file: dict[Path, int] = {}
     blocks = read_chunks(graph.edges, np.dtype(np.int64))
@@ -82,6 +83,13 @@ def _read_keys(graph: ChunkedGraph, num_edges: int) -> np.ndarray:
         at += block.shape[0]
     if at != num_edges:
         raise DatasetError(f"{graph.path}: the edge files hold {at} edges, not {num_edges}")
+    if graph.add_reverse:
+        for start in range(0, num_edges, EDGE_CHUNK):
+            forward = keys[start : min(start + EDGE_CHUNK, num_edges)]
+            reverse = keys[num_edges + start : num_edges + start + forward.size]
+            np.remainder(forward, num_nodes, out=reverse)
+            reverse *= num_nodes
+            reverse += forward // num_nodes
     return keys
 
 
@@ -165,6 +173,8 @@ def _masks(graph: ChunkedGraph, y: torch.Tensor, seed: int) -> dict[str, np.ndar
     masks = {}
     for key in MASKS:
         mask = _gathered(graph.node_data[key], num_nodes, key)
+        if mask.ndim == 2 and mask.shape[1] == 1:
+            mask = mask[:, 0]
         if mask.ndim != 1:
             raise DatasetError(f"{graph.path}: {key} must be [N] (got shape {mask.shape})")
         if mask.dtype != np.bool_:
@@ -209,7 +219,8 @@ def write_canonical(graph: ChunkedGraph, folder: Path, seed: int) -> dict[str, A
 
     start = time.perf_counter()
     num_nodes = graph.num_nodes
-    num_edges = _declared_edges(graph)
+    listed = _listed_edges(graph)
+    num_edges = listed * (2 if graph.add_reverse else 1)
     limits.check_graph_fits(str(graph.path), num_nodes, 0, what="the vertex count")
     needed = limits.ingest_memory_bytes(num_nodes, num_edges, bool(graph.edge_data))
     note(
@@ -223,7 +234,7 @@ def write_canonical(graph: ChunkedGraph, folder: Path, seed: int) -> dict[str, A
                 f"{graph.path}: array {name!r} has a name the loaders set themselves; rename it"
             )
 
-    keys = _read_keys(graph, num_edges)
+    keys = _read_keys(graph, listed)
     with status(f"sorting {num_edges:,} edges", 1e-7 * num_edges):
         if graph.edge_data:
             order = np.argsort(keys, kind="stable")
@@ -236,12 +247,13 @@ def write_canonical(graph: ChunkedGraph, folder: Path, seed: int) -> dict[str, A
 
     for key, spec in track(list(graph.edge_data.items()), "permuting edge data"):
         raw = folder / f"edge-{key}.raw.npy"
-        _stream(spec, raw, num_edges, lambda block, first, source: block, key)
+        _stream(spec, raw, listed, lambda block, first, source: block, key)
         source = np.load(raw, mmap_mode="r")
         with open(folder / f"edge-{key}.npy", "wb") as handle:
-            write_npy_header(handle, source.dtype, source.shape)
+            write_npy_header(handle, source.dtype, (num_edges, *source.shape[1:]))
             for begin in range(0, num_edges, EDGE_CHUNK):
-                np.ascontiguousarray(source[order[begin : begin + EDGE_CHUNK]]).tofile(handle)
+                rows = order[begin : begin + EDGE_CHUNK] % listed  # a reversed edge: its own row
+                np.ascontiguousarray(source[rows]).tofile(handle)
         del source
         raw.unlink()
         arrays[key] = f"edge-{key}.npy"

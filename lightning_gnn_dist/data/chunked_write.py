@@ -342,3 +342,76 @@ def write_rmat_chunked(
         node_data,
         {},
     )
+
+
+def ogb_chunked(name: str, root: str | os.PathLike | None = None) -> Path:
+    """A chunked-graph ``metadata.json`` for an OGB node-property dataset already on disk in
+    OGB's raw layout (``root/ogbn_arxiv/raw/*.csv.gz``, ``split/<scheme>/*.csv.gz``): ingestion
+    (``chunked:PATH``) then reads OGB's own CSV files chunk by chunk instead of ``ogb``'s loader
+    reading everything at once. The split becomes three mask files (one byte per vertex)
+    beside the metadata, in ``root/<dataset>/lgd-chunked/``. The result equals ``ogb:NAME``
+    (:func:`~lightning_gnn_dist.data.ogb.load_ogb`) for the datasets this covers: homogeneous,
+    CSV raw files, node features (``ogbn-arxiv``, ``ogbn-products``); OGB's inverse edges
+    (``add_inverse_edge``) are added at ingestion.
+
+    Raises:
+        ImportError: ``ogb`` is not installed (its table of datasets is read).
+        ValueError: an unknown, heterogeneous, binary-raw (``ogbn-papers100M``) or featureless
+            (``ogbn-proteins``) dataset.
+        FileNotFoundError: the raw files are not under ``root``.
+    """
+    from .ogb import DEFAULT_OGB_ROOT, _import_ogb, _master_table, _targets
+
+    master = _master_table(_import_ogb())
+    if name not in master:
+        raise ValueError(f"unknown OGB node-property dataset {name!r}; known: {sorted(master)}")
+    meta = master[name]
+    unsupported = {
+        "is hetero": "it is heterogeneous",
+        "binary": "its raw files are one .npz (convert its arrays to .npy files first)",
+    }
+    for key, why in unsupported.items():
+        if meta.get(key) == "True":
+            raise ValueError(f"{name} cannot be read chunk by chunk: {why}; use 'ogb:{name}'")
+    if meta.get("has_node_attr") != "True":
+        raise ValueError(
+            f"{name} has no node features (its x is made from edge features); use 'ogb:{name}'"
+        )
+    directory = Path(root or DEFAULT_OGB_ROOT) / name.replace("-", "_")
+    raw = directory / "raw"
+    if not (raw / "edge.csv.gz").is_file():
+        raise FileNotFoundError(
+            f"{raw}/edge.csv.gz does not exist; download the dataset first (ogb:{name} does)"
+        )
+
+    def first_number(file: str) -> int:
+        return int(np.loadtxt(raw / file, dtype=np.int64, ndmin=1)[0])
+
+    num_nodes, num_edges = (
+        first_number("num-node-list.csv.gz"),
+        first_number("num-edge-list.csv.gz"),
+    )
+    labels = np.loadtxt(raw / "node-label.csv.gz", delimiter=",", ndmin=2)
+    _, labelled = _targets(torch.from_numpy(labels), meta.get("task type", ""))
+    out = directory / "lgd-chunked"
+    out.mkdir(parents=True, exist_ok=True)
+    split = directory / "split" / meta["split"]
+    node_data = {
+        "x": _spec(["../raw/node-feat.csv.gz"], "csv", ",", "float32"),
+        "y": _spec(["../raw/node-label.csv.gz"], "csv", ","),
+    }
+    for key, file in zip(MASKS, ("train", "valid", "test"), strict=True):
+        mask = np.zeros(num_nodes, dtype=bool)
+        mask[np.loadtxt(split / f"{file}.csv.gz", dtype=np.int64, ndmin=1)] = True
+        np.save(out / f"{key}.npy", mask & labelled.numpy())
+        node_data[key] = _spec([f"{key}.npy"], "numpy")
+    for key in meta.get("additional node files", "None").split(","):
+        if key != "None":  # [N, 1], as ogb's loader keeps them
+            node_data[key] = {**_spec([f"../raw/{key}.csv.gz"], "csv", ",")}
+            node_data[key]["format"]["squeeze"] = False
+    edges = {**_spec(["../raw/edge.csv.gz"], "csv", ","),
+             "add_reverse": meta.get("add_inverse_edge") == "True"}  # fmt: skip
+    edge_data = {}
+    if meta.get("has_edge_attr") == "True":
+        edge_data["edge_attr"] = _spec(["../raw/edge-feat.csv.gz"], "csv", ",", "float32")
+    return _metadata(out, name, [num_nodes], [num_edges], edges, node_data, edge_data)

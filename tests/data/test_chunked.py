@@ -263,3 +263,92 @@ def test_npy_file_reads_rows_in_any_order(tmp_path, monkeypatch):
     np.save(tmp_path / "f.npy", np.asfortranarray(array))
     with pytest.raises(DatasetError, match="Fortran-ordered"):
         NpyFile.open(tmp_path / "f.npy")
+
+
+def test_datamodule_checks_a_chunked_dataset_against_its_store_without_reading_it(
+    tmp_path, monkeypatch
+):
+    """``verify_dataset=True`` on a ``chunked:`` graph: the fingerprint recorded at ingestion is
+    checked against the store, no array of the graph is read and nothing is ingested again."""
+    from lightning_gnn_dist.data.chunked import NpyFile
+    from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
+
+    meta = write_rmat_chunked(tmp_path / "rmat", scale=8, features=8)
+    spec = f"chunked:{meta}"
+    module = GraphPartitionDataModule(spec, method="random", num_parts=2, root=str(tmp_path / "p"))
+    module.prepare_data()
+    assert module.store.meta["fingerprint"] == graph_fingerprint(
+        load_dataset("rmat?scale=8&features=8")
+    )
+
+    def unread(*args, **kwargs):
+        raise AssertionError("the graph must not be read")
+
+    monkeypatch.setattr(graph_module, "hashlib", None)  # no hashing of the graph
+    monkeypatch.setattr(NpyFile, "rows", unread)
+    monkeypatch.setattr(NpyFile, "read", unread)
+    monkeypatch.setattr(ingest_module, "write_canonical", unread)
+    again = GraphPartitionDataModule(spec, method="random", num_parts=2, root=str(tmp_path / "p"))
+    again.prepare_data()  # the store matches: reused
+    assert again.store_path == module.store_path
+    part = again.store.load_part(1)
+    assert part.num_parts == 2 and part.x.size(1) == 8
+
+
+def write_ogb_raw(root: Path, name: str, split: str, labels: list[str]) -> None:
+    """A 6-vertex OGB node-property dataset in OGB's raw layout (as tests/data/test_ogb.py)."""
+    import gzip
+
+    directory = root / name.replace("-", "_")
+    (directory / "raw").mkdir(parents=True)
+    (directory / "split" / split).mkdir(parents=True)
+
+    def write(file: str, rows: list[str]) -> None:
+        with gzip.open(directory / file, "wt") as handle:
+            handle.write("".join(row + "\n" for row in rows))
+
+    edges = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (0, 3), (0, 3)]
+    write("raw/edge.csv.gz", [f"{s},{t}" for s, t in edges])
+    write("raw/node-feat.csv.gz", [f"{i + 0.5},{-(i + 0.25)},{i / 3}" for i in range(6)])
+    write("raw/node-label.csv.gz", labels)
+    write("raw/node_year.csv.gz", [str(2000 + i) for i in range(6)])
+    write("raw/num-node-list.csv.gz", ["6"])
+    write("raw/num-edge-list.csv.gz", [str(len(edges))])
+    write(f"split/{split}/train.csv.gz", ["0", "1", "2"])
+    write(f"split/{split}/valid.csv.gz", ["3"])
+    write(f"split/{split}/test.csv.gz", ["4", "5"])
+    (directory / "RELEASE_v1.txt").write_text("")
+
+
+@pytest.mark.parametrize(
+    "name, split, labels",
+    [
+        ("ogbn-arxiv", "time", ["0", "nan", "2", "1", "nan", "2"]),
+        ("ogbn-products", "sales_ranking", [str(i % 4) for i in range(6)]),  # inverse edges
+    ],
+)
+def test_ogb_raw_files_ingested_chunk_by_chunk_equal_the_ogb_loader(tmp_path, name, split, labels):
+    pytest.importorskip("ogb")
+    import tests.data.test_ogb  # noqa: F401  (keeps ogb's import offline)
+    from lightning_gnn_dist.data.chunked_write import ogb_chunked
+
+    write_ogb_raw(tmp_path, name, split, labels)
+    meta = ogb_chunked(name, root=tmp_path)
+    loaded = load_dataset(f"chunked:{meta}")
+    expected = load_dataset(f"ogb:{name}?root={tmp_path}")
+    assert loaded.name == expected.name == name
+    assert_same_graph(loaded, expected)
+    assert loaded.edge_index.size(1) == (16 if name == "ogbn-products" else 8)
+
+
+def test_ogb_datasets_that_cannot_be_read_in_chunks_are_refused(tmp_path):
+    pytest.importorskip("ogb")
+    import tests.data.test_ogb  # noqa: F401
+    from lightning_gnn_dist.data.chunked_write import ogb_chunked
+
+    with pytest.raises(ValueError, match="ogbn-proteins has no node features"):
+        ogb_chunked("ogbn-proteins", root=tmp_path)
+    with pytest.raises(ValueError, match="raw files are one .npz"):
+        ogb_chunked("ogbn-papers100M", root=tmp_path)
+    with pytest.raises(FileNotFoundError, match="edge.csv.gz does not exist"):
+        ogb_chunked("ogbn-arxiv", root=tmp_path)
