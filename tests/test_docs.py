@@ -173,6 +173,7 @@ RUN: dict[str, Run] = {
         in_process=True, expect=(r"preset='tuned'", r"threads=2", r"preset='fast'", r"quality")
     ),
     "kaminpar": Run(in_process=True, expect=(r"'refine_moves': \d+, 'refine_rounds'",)),
+    "chunked-input": Run(in_process=True, expect=(r"LocalPartition\(part=0/4, owned=\d+",)),
     "cost-model": Run(in_process=True, expect=(r"(?m)^0\.\d+ \[[0-9. e\n-]+\] \[",)),
     "neighbor-loader-single": Run(in_process=True, expect=(r"^9 Data\(x=\[\d+, 64\]", "n_id=")),
     "own-graph": Run(

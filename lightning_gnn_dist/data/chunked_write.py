@@ -251,8 +251,15 @@ def write_rmat_chunked(
 
     Args:
         directory: created if missing.
-        scale, edge_factor, a, b, c, features, classes, seed: as :func:`rmat`.
-        num_chunks: files per array.
+        scale: ``log2`` of the number of vertices, ``1..30``. (default: ``14``)
+        edge_factor: edge draws per vertex. (default: ``16``)
+        a: probability of the top-left quadrant. (default: ``0.57``)
+        b: probability of the top-right quadrant. (default: ``0.19``)
+        c: probability of the bottom-left quadrant. (default: ``0.19``)
+        features: feature width. (default: ``32``)
+        classes: number of classes of the teacher labels. (default: ``8``)
+        seed: seed of graph, features, labels and split. (default: ``0``)
+        num_chunks: files per array. (default: ``4``)
 
     Raises:
         DatasetError: the generation cannot fit in the available memory.
