@@ -30,4 +30,5 @@ NAMES = (
     "gpu_check",
     "attribute_memory",
     "link_prediction",
+    "scaling",
 )

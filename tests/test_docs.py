@@ -182,6 +182,7 @@ RUN: dict[str, Run] = {
     ),
     "kaminpar": Run(in_process=True, expect=(r"'refine_moves': \d+, 'refine_rounds'",)),
     "link-own-module": Run(in_process=True, expect=(r"torch\.Size\(\[3\]\)",)),
+    "chunked-input": Run(in_process=True, expect=(r"LocalPartition\(part=0/4, owned=\d+",)),
     "cost-model": Run(in_process=True, expect=(r"(?m)^0\.\d+ \[[0-9. e\n-]+\] \[",)),
     "neighbor-loader-single": Run(in_process=True, expect=(r"^9 Data\(x=\[\d+, 64\]", "n_id=")),
     "own-graph": Run(

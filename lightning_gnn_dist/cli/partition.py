@@ -28,6 +28,7 @@ METHODS = (
     "hypergraph",
     "hypergraph-kahypar",
     "hypergraph-mtkahypar",
+    "kaminpar",
     "metis",
     "random",
     "stochastic-hypergraph",

@@ -12,6 +12,7 @@ A dataset is named by a spec string ``KIND[:ARG][?key=value&key=value...]``:
     sbm?num_nodes=5000&num_classes=5&avg_degree=12&p_ratio=20
     rmat?scale=16&edge_factor=16            directed power-law graph (alias: powerlaw)
     ogb:ogbn-arxiv?root=/data/ogb           OGB through ogb's PyG loader
+    chunked:/data/g/metadata.json           DGL's chunked graph format, memory-mapped (.chunked)
 
 Every kind returns the same canonical form (see :func:`load_dataset`). A new kind is one
 function plus a :func:`register_dataset_kind` decorator.
@@ -102,6 +103,9 @@ class DatasetKind:
             no ``ARG``. (default: ``None``)
         description (str): one line for listings. (default: ``""``)
         aliases (tuple[str, ...]): other ``KIND`` names. (default: ``()``)
+        canonical (bool): ``load`` returns the canonical form itself (checked, sorted, with
+            ``task``), which :func:`load_dataset` returns as it is instead of copying it into
+            canonical form (a memory-mapped graph stays on disk). (default: ``False``)
     """
 
     name: str
@@ -110,6 +114,7 @@ class DatasetKind:
     arg: str | None = None
     description: str = ""
     aliases: tuple[str, ...] = ()
+    canonical: bool = False
 
     def usage(self) -> str:
         """E.g. ``"metis:PATH?features=32&classes=8&seed=0"``."""
@@ -130,6 +135,7 @@ def register_dataset_kind(
     arg: str | None = None,
     description: str = "",
     aliases: tuple[str, ...] = (),
+    canonical: bool = False,
 ) -> Callable[[Callable[[str | None, dict[str, Any]], Data]], Callable[..., Data]]:
     """Register ``load(arg, options) -> Data`` as the dataset kind ``name``.
 
@@ -139,10 +145,12 @@ def register_dataset_kind(
         arg (str, optional): what ``ARG`` is, or ``None`` if none is taken. (default: ``None``)
         description (str): one line for listings. (default: ``""``)
         aliases (tuple[str, ...]): other names of the kind. (default: ``()``)
+        canonical (bool): ``load`` returns the canonical form itself (see
+            :class:`DatasetKind`). (default: ``False``)
     """
 
     def decorator(load: Callable[[str | None, dict[str, Any]], Data]) -> Callable[..., Data]:
-        kind = DatasetKind(name, load, dict(options), arg, description, tuple(aliases))
+        kind = DatasetKind(name, load, dict(options), arg, description, tuple(aliases), canonical)
         for key in (name, *aliases):
             if key in DATASET_KINDS:
                 raise ValueError(f"dataset kind {key!r} is already registered")
@@ -307,6 +315,11 @@ def load_dataset(spec: str | Data, *, task: str | None = None, **overrides: Any)
         options = _typed_options(quoted, kind.options, given, kind.name)
         data = kind.load(parsed.arg, {k: options[k] for k in options if k not in ATTRIBUTES})
         name = data.name if isinstance(getattr(data, "name", None), str) else kind.name
+        if kind.canonical:
+            if task is not None and task != data.task:  # the targets read as another task
+                data.y, data.task = canonical_targets(data.y, data.num_nodes, source, task)
+            data.name = name
+            return data
 
     data = canonicalize(data, source=source)
     if getattr(data, "x", None) is not None:  # checked before teacher labels are made from x
@@ -506,3 +519,17 @@ def _proteins(arg: str | None, options: dict[str, Any]) -> Data:
 )
 def _ogb(arg: str | None, options: dict[str, Any]) -> Data:
     return load_ogb(arg, root=options["root"])
+
+
+@register_dataset_kind(
+    "chunked",
+    options={"cache": (str, None), "seed": (int, 0)},
+    arg="PATH",
+    description="DGL's chunked graph format (metadata.json + .npy/CSV/Parquet chunks), ingested "
+    "once into a memory-mapped canonical copy (cache=DIR; seed: split without masks)",
+    canonical=True,
+)
+def _chunked(arg: str | None, options: dict[str, Any]) -> Data:
+    from .chunked import load_chunked
+
+    return load_chunked(arg, cache=options["cache"], seed=options["seed"])

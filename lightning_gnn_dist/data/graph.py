@@ -263,30 +263,55 @@ def gcn_normalise(edge_index: Tensor, edge_weight: Tensor, degree: Tensor) -> Te
     return inv_sqrt[src] * edge_weight * inv_sqrt[dst]
 
 
+#: Bytes hashed per ``update`` call: the fingerprint reads a tensor in slices of its own
+#: memory, never a copy of it (a memory-mapped tensor stays on disk but for the pages read).
+_HASH_BLOCK = 1 << 24
+_FINGERPRINT_KEYS = ("edge_index", "x", "y", "train_mask", "val_mask", "test_mask")
+
+
+def _fingerprinted(data: Data) -> list[tuple[str, Tensor]]:
+    """The tensors :func:`graph_fingerprint` hashes, in its order."""
+    extra = graph_attributes(data)
+    keys = (*_FINGERPRINT_KEYS, *extra.node, *extra.edge)
+    return [(key, data[key]) for key in keys if getattr(data, key, None) is not None]
+
+
+def _signature(data: Data) -> tuple:
+    """What identifies the tensors of ``data`` without reading them: each one's name, address,
+    shape and dtype (a replaced tensor, or a copy of the graph, has another)."""
+    return (int(data.num_nodes),) + tuple(
+        (key, value.data_ptr(), tuple(value.shape), str(value.dtype))
+        for key, value in _fingerprinted(data)
+    )
+
+
+def remember_fingerprint(data: Data, fingerprint: str) -> None:
+    """Record ``fingerprint`` as the :func:`graph_fingerprint` of ``data`` (computed elsewhere,
+    e.g. streamed from its files at ingestion, :mod:`~lightning_gnn_dist.data.chunked`); it is
+    used while ``data`` holds the same tensors (a replaced or copied tensor hashes again)."""
+    data._lgd_fingerprint = (fingerprint, _signature(data))
+
+
 def graph_fingerprint(data: Data) -> str:
     """SHA-256 over the structure, features, labels, masks and every other node and edge
     attribute of ``data`` (hex string; the other attributes after the legacy keys, so a graph
     without them keeps the fingerprint it had before they were partitioned).
 
     Two graphs share a fingerprint only if a stored partition of one is valid for the other.
+    Each tensor is hashed in slices of its own memory (no copy); a fingerprint recorded with
+    :func:`remember_fingerprint` for these very tensors is returned without reading them.
     """
+    remembered = getattr(data, "_lgd_fingerprint", None)
+    if remembered is not None and remembered[1] == _signature(data):
+        return remembered[0]
     digest = hashlib.sha256()
     digest.update(f"num_nodes={data.num_nodes}".encode())
-    extra = graph_attributes(data)
-    for key in (
-        "edge_index",
-        "x",
-        "y",
-        "train_mask",
-        "val_mask",
-        "test_mask",
-        *extra.node,
-        *extra.edge,
-    ):
-        value = getattr(data, key, None)
-        if value is None:
-            continue
-        tensor = value.detach().contiguous().cpu()
+    for key, value in _fingerprinted(data):
+        tensor = value.detach().cpu()
+        if not tensor.is_contiguous():
+            tensor = tensor.contiguous()
         digest.update(f"{key}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
-        digest.update(tensor.numpy().tobytes())
+        flat = tensor.numpy().reshape(-1).view(np.uint8)
+        for start in range(0, flat.size, _HASH_BLOCK):
+            digest.update(flat[start : start + _HASH_BLOCK])
     return digest.hexdigest()

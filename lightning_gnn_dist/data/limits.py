@@ -271,6 +271,102 @@ def check_partition_fits(
     return needed
 
 
+#: Peak bytes per edge of writing a store (:class:`~lightning_gnn_dist.data.local.PartBuilder`):
+#: the part id of both ends of every edge (``uint8`` up to 255 parts), and per in-edge of the
+#: part being built its positions, ids, sort order and local ``edge_index`` (``int64``).
+_STORE_BYTES_PER_EDGE = 2.0
+_STORE_BYTES_PER_PART_EDGE = 72.0
+#: Per vertex: the relabelling both ways, degrees and self loops (``int64``).
+_STORE_BYTES_PER_NODE = 48.0
+#: A part's share of the edges is at most this much above ``E / P`` (balance, halo edges).
+_PART_EDGE_SHARE = 1.25
+
+
+def store_memory_bytes(
+    num_nodes: float,
+    num_edges: float,
+    num_parts: int,
+    node_row_bytes: float = 0.0,
+    edge_row_bytes: float = 0.0,
+) -> float:
+    """Estimated peak memory, in bytes, of writing the parts of a partitioned graph one at a
+    time (the graph itself, e.g. memory-mapped, not included).
+
+    Args:
+        num_nodes: vertices ``N``.
+        num_edges: directed edges ``E``.
+        num_parts: P.
+        node_row_bytes: bytes of one vertex's node attributes (``x``, ``y``, masks, ...).
+        edge_row_bytes: bytes of one edge's edge attributes.
+    """
+    part_edges = min(float(num_edges), _PART_EDGE_SHARE * float(num_edges) / max(num_parts, 1))
+    part_nodes = min(float(num_nodes), _PART_EDGE_SHARE * float(num_nodes) / max(num_parts, 1))
+    return (
+        float(num_edges) * _STORE_BYTES_PER_EDGE
+        + float(num_nodes) * _STORE_BYTES_PER_NODE
+        + part_edges * (_STORE_BYTES_PER_PART_EDGE + edge_row_bytes)
+        + part_nodes * node_row_bytes
+    )
+
+
+def check_partition_step_fits(
+    method: str,
+    num_nodes: float,
+    num_edges: float,
+    num_parts: int,
+    node_row_bytes: float = 0.0,
+    edge_row_bytes: float = 0.0,
+) -> float:
+    """Raise ``MemoryError`` (one line: the estimate, what is available, what to do) when the
+    whole partition step does not fit: partitioning (:func:`partition_memory_bytes`), then
+    writing the parts one at a time (:func:`store_memory_bytes`); return the larger of the two
+    (the steps run one after the other)."""
+    partition = partition_memory_bytes(method, num_nodes, num_edges, num_parts)
+    store = store_memory_bytes(num_nodes, num_edges, num_parts, node_row_bytes, edge_row_bytes)
+    available = available_memory_bytes()
+    if store > available:
+        raise MemoryError(
+            f"writing {num_parts} parts of {num_nodes:.0f} vertices and {num_edges:.0f} edges "
+            f"needs about {_size(store)} of memory besides the graph but {_size(available)} is "
+            "available; use more parts (each part is built alone), free memory or use a "
+            "machine with more"
+        )
+    check_partition_fits(method, num_nodes, num_edges, num_parts)
+    return max(partition, store)
+
+
+#: Peak bytes per edge of ingesting a chunked graph (:mod:`.chunked`): one ``int64`` sort key;
+#: with edge data also the ``int64`` stable sort order and its merge buffer.
+_INGEST_BYTES_PER_EDGE = 8.0
+_INGEST_BYTES_PER_EDGE_WITH_DATA = 24.0
+#: Per vertex: the targets and masks read whole (``int64`` ``y``, the split's permutation).
+_INGEST_BYTES_PER_NODE = 32.0
+_INGEST_BLOCKS = 4 * (1 << 25)
+
+
+def ingest_memory_bytes(num_nodes: float, num_edges: float, edge_data: bool = False) -> float:
+    """Estimated peak memory, in bytes, of ingesting a chunked graph of ``num_nodes`` vertices
+    and ``num_edges`` edges (``edge_data``: with edge attributes to permute)."""
+    per_edge = _INGEST_BYTES_PER_EDGE_WITH_DATA if edge_data else _INGEST_BYTES_PER_EDGE
+    return float(num_edges) * per_edge + float(num_nodes) * _INGEST_BYTES_PER_NODE + _INGEST_BLOCKS
+
+
+def check_ingest_fits(
+    source: str, num_nodes: float, num_edges: float, edge_data: bool = False
+) -> float:
+    """Raise :class:`DatasetError` unless :func:`ingest_memory_bytes` fits in
+    :func:`available_memory_bytes`; return the estimate."""
+    needed = ingest_memory_bytes(num_nodes, num_edges, edge_data)
+    available = available_memory_bytes()
+    if needed > available:
+        raise DatasetError(
+            f"{source}: ingesting {num_nodes:.0f} vertices and {num_edges:.0f} edges needs about "
+            f"{_size(needed)} of memory (the edges are sorted in memory) but {_size(available)} "
+            "is available; use a machine with more memory"
+        )
+    return needed
+
+
 def describe_bytes(num_bytes: float) -> str:
     """``3.2 GiB``, ``12.0 MiB``, ``512 bytes``."""
     return _size(num_bytes)

@@ -155,6 +155,7 @@ class LinkSplit:
             for name, value in fields[part.part_id].items():
                 setattr(part, name, value)
             yield part
+            del part  # the next part is built while this frame waits: hold one part only
 
 
 def is_undirected_multigraph(edge_index: Tensor) -> bool:

@@ -202,8 +202,10 @@ class LocalPartition:
         torch.save({f.name: getattr(self, f.name) for f in fields(self)}, path)
 
     @classmethod
-    def load(cls, path: str | Path) -> LocalPartition:
-        return cls(**torch.load(path, weights_only=True))
+    def load(cls, path: str | Path, mmap: bool = False) -> LocalPartition:
+        """Read a part written by :meth:`save`; ``mmap=True`` maps its tensors from the file
+        (copy-on-write: nothing is read until used, and writes stay in this process)."""
+        return cls(**torch.load(path, weights_only=True, mmap=mmap))
 
     def __repr__(self) -> str:
         return (
@@ -221,91 +223,164 @@ def relabel_order(assignment: np.ndarray, num_parts: int) -> tuple[np.ndarray, n
     return new_to_old, offsets
 
 
-def build_local_partitions(
-    data: Data, assignment: np.ndarray, num_parts: int
-) -> Iterator[LocalPartition]:
-    """Yield the :class:`LocalPartition` of every part of a canonical graph, in part order.
+#: Edges per chunk of the streamed passes of :class:`PartBuilder` (4 Mi: temporaries of 32 MiB).
+EDGE_CHUNK = 1 << 22
 
-    Vectorised over edges; the only Python loop is over parts.
+
+def _edge_chunks(num_edges: int) -> Iterator[slice]:
+    chunk = EDGE_CHUNK  # read at call time (tests shrink it to cross chunk boundaries)
+    for start in range(0, num_edges, chunk):
+        yield slice(start, min(start + chunk, num_edges))
+
+
+class PartBuilder:
+    """Builds the :class:`LocalPartition` of one part at a time from a canonical graph, so that
+    writing a store holds one part (and a few bytes per edge) at once, never all of them.
+
+    The graph's ``edge_index`` is read in chunks (a memory-mapped one stays on disk but for the
+    pages read), the part's in-edges and cross out-edges are gathered from a part id per edge
+    end (``uint8``/``uint16``/``int32``: 2 to 8 bytes per edge), and node attributes that are
+    file-backed (:func:`~lightning_gnn_dist.data.chunked.file_rows`, e.g. the features of a
+    ``chunked:`` dataset) are read row block by row block, never whole. At its peak a part costs
+    about 60 bytes per in-edge plus its own rows; the graph-wide state is ``2 × 8 × N`` bytes of
+    id maps, ``2 × 8 × N`` of degrees and the part ids of the edge ends.
+
+    Args:
+        data: canonical graph (``load_dataset`` output).
+        assignment: ``[N]`` part of each vertex.
+        num_parts: P.
     """
-    num_nodes = data.num_nodes
-    assignment = np.asarray(assignment, dtype=np.int64)
-    new_to_old, offsets = relabel_order(assignment, num_parts)
-    old_to_new = np.empty(num_nodes, dtype=np.int64)
-    old_to_new[new_to_old] = np.arange(num_nodes)
-    new_part = assignment[new_to_old]
 
-    src_old, dst_old = data.edge_index.numpy()
-    src, dst = old_to_new[src_old], old_to_new[dst_old]
-    loop = src == dst
-    in_degree = np.bincount(dst[~loop], minlength=num_nodes)
-    num_loops = np.bincount(dst[loop], minlength=num_nodes)
+    def __init__(self, data: Data, assignment: np.ndarray, num_parts: int) -> None:
+        self.data = data
+        self.num_parts = int(num_parts)
+        num_nodes = self.num_nodes = int(data.num_nodes)
+        self.assignment = np.asarray(assignment, dtype=np.int64)
+        self.new_to_old, self.offsets = relabel_order(self.assignment, num_parts)
+        self.old_to_new = np.empty(num_nodes, dtype=np.int64)
+        self.old_to_new[self.new_to_old] = np.arange(num_nodes)
+        edge_index = data.edge_index
+        if edge_index is None:
+            edge_index = torch.empty(2, 0, dtype=torch.long)
+        array = edge_index.numpy() if isinstance(edge_index, Tensor) else np.asarray(edge_index)
+        self.src, self.dst = array[0], array[1]
+        num_edges = self.num_edges = int(self.src.size)
+        part_type = np.uint8 if num_parts <= 255 else np.uint16 if num_parts <= 65535 else np.int32
+        part = self.assignment.astype(part_type)
+        self.src_part = np.empty(num_edges, dtype=part_type)
+        self.dst_part = np.empty(num_edges, dtype=part_type)
+        self.in_degree = np.zeros(num_nodes, dtype=np.int64)  # by original id
+        self.num_loops = np.zeros(num_nodes, dtype=np.int64)
+        for chunk in _edge_chunks(num_edges):
+            src, dst = np.asarray(self.src[chunk]), np.asarray(self.dst[chunk])
+            self.src_part[chunk], self.dst_part[chunk] = part[src], part[dst]
+            loop = src == dst
+            self.in_degree += np.bincount(dst[~loop], minlength=num_nodes)
+            self.num_loops += np.bincount(dst[loop], minlength=num_nodes)
+        self.attributes = graph_attributes(data)
 
-    # Halo pairs (target part, remote source), unique and sorted: per target part the halo is
-    # ascending in relabelled id, hence grouped by owner.
-    cross = new_part[src] != new_part[dst]
-    halo_key = sorted_unique(new_part[dst[cross]] * num_nodes + src[cross])
-    halo_part, halo_src = halo_key // num_nodes, halo_key % num_nodes
-    halo_bounds = np.searchsorted(halo_part, np.arange(num_parts + 1))
-    # The same pairs ordered by (owner, target part, id) form every part's send plan.
-    send_order = np.lexsort((halo_src, halo_part, new_part[halo_src]))
-    send_owner, send_peer, send_src = (
-        new_part[halo_src][send_order],
-        halo_part[send_order],
-        halo_src[send_order],
-    )
-    send_bounds = np.searchsorted(send_owner, np.arange(num_parts + 1))
-    # Cross edges ordered like the send entries (owner, peer, source): each entry's out-edges.
-    cross_src, cross_dst = src[cross], dst[cross]
-    cross_order = np.lexsort((cross_dst, cross_src, new_part[cross_dst], new_part[cross_src]))
-    cross_src, cross_dst = cross_src[cross_order], cross_dst[cross_order]
-    entry_key = (send_owner * num_parts + send_peer) * num_nodes + send_src
-    cross_key = (new_part[cross_src] * num_parts + new_part[cross_dst]) * num_nodes + cross_src
-    send_edge_bounds = np.searchsorted(cross_key, entry_key)
-    send_edge_bounds = np.append(send_edge_bounds, cross_key.size).astype(np.int64)
+    def _select(self, mask_of: Callable[[slice], np.ndarray]) -> np.ndarray:
+        """``int64`` positions of the edges where ``mask_of(chunk)`` holds, ascending."""
+        pieces = [
+            np.flatnonzero(mask_of(chunk)) + chunk.start for chunk in _edge_chunks(self.num_edges)
+        ]
+        return np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
 
-    edge_order = np.argsort(dst, kind="stable")
-    src, dst = src[edge_order], dst[edge_order]
-    edge_bounds = np.searchsorted(dst, offsets)
-    attributes = graph_attributes(data)
+    def part(self, p: int) -> LocalPartition:
+        """The :class:`LocalPartition` of part ``p`` (the same contents as
+        :func:`build_local_partitions`'s ``p``-th)."""
+        offsets, new_to_old, old_to_new = self.offsets, self.new_to_old, self.old_to_new
+        start, end = int(offsets[p]), int(offsets[p + 1])
+        num_owned = end - start
 
-    for p in range(num_parts):
-        start, end = offsets[p], offsets[p + 1]
-        halo = halo_src[halo_bounds[p] : halo_bounds[p + 1]]
-        s, d = src[edge_bounds[p] : edge_bounds[p + 1]], dst[edge_bounds[p] : edge_bounds[p + 1]]
-        owned = (s >= start) & (s < end)
-        local_src = np.where(owned, s - start, end - start + np.searchsorted(halo, s))
-        sl = slice(send_bounds[p], send_bounds[p + 1])
-        local_vertices = np.concatenate([np.arange(start, end), halo])
+        # In-edges of the owned vertices, by target then dataset position (a stable sort; inside
+        # a part the relabelling keeps the original id order).
+        edge_ids = self._select(lambda chunk: self.dst_part[chunk] == p)
+        dst = self.dst[edge_ids]
+        order = np.argsort(dst, kind="stable")
+        edge_ids = edge_ids[order]
+        dst = old_to_new[dst[order]] - start
+        del order
+        src = old_to_new[self.src[edge_ids]]
+        owned = (src >= start) & (src < end)
+        halo = sorted_unique(src[~owned])
+        local_src = np.where(owned, src - start, num_owned + np.searchsorted(halo, src))
+        del src, owned
+        edge_index = np.stack([local_src, dst])
+        del local_src, dst
+        halo_old = new_to_old[halo]
+
+        # Send plan: the cross out-edges of the owned vertices, by (peer, source, target).
+        cross = self._select(
+            lambda chunk: (self.src_part[chunk] == p) & (self.dst_part[chunk] != p)
+        )
+        peer = self.dst_part[cross].astype(np.int64)
+        cross_src = old_to_new[self.src[cross]]
+        cross_dst = old_to_new[self.dst[cross]]
+        del cross
+        order = np.lexsort((cross_dst, cross_src, peer))
+        peer, cross_src, cross_dst = peer[order], cross_src[order], cross_dst[order]
+        del order
+        first = np.ones(peer.size, dtype=bool)
+        first[1:] = (peer[1:] != peer[:-1]) | (cross_src[1:] != cross_src[:-1])
+        entries = np.flatnonzero(first)
+        del first
+        send_edge_offsets = np.append(entries, peer.size).astype(np.int64)
+
+        local_old = np.concatenate([new_to_old[start:end], halo_old])
         owned_old = new_to_old[start:end]
         part = LocalPartition(
             part_id=p,
-            num_parts=num_parts,
-            num_nodes_global=num_nodes,
+            num_parts=self.num_parts,
+            num_nodes_global=self.num_nodes,
             part_offsets=torch.from_numpy(offsets.copy()),
             global_ids=torch.from_numpy(owned_old.copy()),
-            edge_index=torch.from_numpy(np.stack([local_src, d - start])),
-            halo_ids=torch.from_numpy(halo.copy()),
-            recv_counts=torch.from_numpy(np.bincount(new_part[halo], minlength=num_parts)),
-            send_index=torch.from_numpy(send_src[sl] - start),
-            send_counts=torch.from_numpy(np.bincount(send_peer[sl], minlength=num_parts)),
-            in_degree=torch.from_numpy(in_degree[local_vertices]),
-            has_self_loop=torch.from_numpy(num_loops[local_vertices] > 0),
-            num_self_loops=torch.from_numpy(num_loops[local_vertices]),
+            edge_index=torch.from_numpy(edge_index),
+            halo_ids=torch.from_numpy(halo),
+            recv_counts=torch.from_numpy(
+                np.bincount(self.assignment[halo_old], minlength=self.num_parts)
+            ),
+            send_index=torch.from_numpy(cross_src[entries] - start),
+            send_counts=torch.from_numpy(np.bincount(peer[entries], minlength=self.num_parts)),
+            in_degree=torch.from_numpy(self.in_degree[local_old]),
+            has_self_loop=torch.from_numpy(self.num_loops[local_old] > 0),
+            num_self_loops=torch.from_numpy(self.num_loops[local_old]),
         )
-        part.halo_global_ids = torch.from_numpy(new_to_old[halo])
-        edge_bounds_p = send_edge_bounds[send_bounds[p] : send_bounds[p + 1] + 1]
-        part.send_edge_offsets = torch.from_numpy(edge_bounds_p - edge_bounds_p[0])
-        part.send_edge_targets = torch.from_numpy(
-            new_to_old[cross_dst[edge_bounds_p[0] : edge_bounds_p[-1]]]
-        )
-        index = torch.from_numpy(owned_old)
+        del local_old, peer
+        part.halo_global_ids = torch.from_numpy(halo_old)
+        part.send_edge_offsets = torch.from_numpy(send_edge_offsets)
+        part.send_edge_targets = torch.from_numpy(new_to_old[cross_dst])
+        del cross_src, cross_dst
         for key in _OPTIONAL:
-            value = getattr(data, key, None)
-            if value is not None:
-                setattr(part, key, value[index].clone())
-        edge_ids = torch.from_numpy(edge_order[edge_bounds[p] : edge_bounds[p + 1]].copy())
-        part.edge_ids = edge_ids
-        part.node_attrs = {key: data[key][index].clone() for key in attributes.node}
-        part.edge_attrs = {key: data[key][edge_ids].clone() for key in attributes.edge}
-        yield part
+            if getattr(self.data, key, None) is not None:
+                setattr(part, key, self._node_rows(key, owned_old))
+        part.edge_ids = torch.from_numpy(edge_ids)
+        part.node_attrs = {key: self._node_rows(key, owned_old) for key in self.attributes.node}
+        part.edge_attrs = {key: self._edge_rows(key, edge_ids) for key in self.attributes.edge}
+        return part
+
+    def _node_rows(self, key: str, index: np.ndarray) -> Tensor:
+        from lightning_gnn_dist.data.chunked import file_rows
+
+        rows = file_rows(self.data, key, index)
+        return rows if rows is not None else self.data[key][torch.from_numpy(index)].clone()
+
+    def _edge_rows(self, key: str, index: np.ndarray) -> Tensor:
+        from lightning_gnn_dist.data.chunked import file_rows
+
+        rows = file_rows(self.data, key, index)
+        return rows if rows is not None else self.data[key][torch.from_numpy(index)].clone()
+
+
+def build_local_partitions(
+    data: Data, assignment: np.ndarray, num_parts: int
+) -> Iterator[LocalPartition]:
+    """Yield the :class:`LocalPartition` of every part of a canonical graph, in part order,
+    building each only when it is asked for (:class:`PartBuilder`: drop a part before asking
+    for the next one and only one is in memory).
+
+    Vectorised over edges; the only Python loops are over parts and edge chunks.
+    """
+    builder = PartBuilder(data, assignment, num_parts)
+    for p in range(num_parts):
+        yield builder.part(p)

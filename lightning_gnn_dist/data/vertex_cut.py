@@ -228,8 +228,10 @@ class VertexCutPart:
         torch.save({f.name: getattr(self, f.name) for f in fields(self)}, path)
 
     @classmethod
-    def load(cls, path: str | Path) -> VertexCutPart:
-        return cls(**torch.load(path, weights_only=True))
+    def load(cls, path: str | Path, mmap: bool = False) -> VertexCutPart:
+        """Read a part written by :meth:`save`; ``mmap=True`` maps its tensors from the file
+        (copy-on-write: nothing is read until used, and writes stay in this process)."""
+        return cls(**torch.load(path, weights_only=True, mmap=mmap))
 
     def __repr__(self) -> str:
         return (

@@ -135,10 +135,14 @@ class GraphPartitionDataModule(PartitionedDataModule):
             (and ``force`` is not set), its settings are used: ``method``, ``seed``,
             ``epsilon`` and ``partition_options`` need not be repeated, and one given that
             differs from the store's is refused here. (default: ``None``)
-        verify_dataset (bool): when the store already exists, load the dataset on local rank 0
-            to check it against the store's fingerprint. Set ``False`` for graphs too large for
-            one process that were partitioned offline: then no process ever loads the whole
-            graph, and only the settings (method, seed, parts) are checked. (default: ``True``)
+        verify_dataset (bool): when the store already exists, check the dataset against the
+            store's fingerprint on local rank 0. A ``chunked:`` dataset
+            (:mod:`~lightning_gnn_dist.data.chunked`) is memory-mapped and its fingerprint was
+            recorded when its files were ingested, so this reads none of the graph; another
+            dataset is loaded on local rank 0 and hashed. ``False`` skips the check (a store
+            partitioned offline from a graph this machine cannot load): only the settings
+            (method, seed, parts) are checked. Either way each rank memory-maps only its own
+            part. (default: ``True``)
         force (bool): rebuild the partition store in ``prepare_data`` even if it exists (e.g. a
             corrupt one); the old store is replaced atomically once the new one is complete.
             (default: ``False``)

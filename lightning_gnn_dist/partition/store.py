@@ -217,7 +217,8 @@ class PartitionStore:
     def load_part(self, part_id: int) -> LocalPartition | VertexCutPart:
         """Load the :class:`LocalPartition` (vertex cut: :class:`VertexCutPart`) of ``part_id``
         only, after checking its size and sha256 (a rank reads only its own part, however large
-        the store).
+        the store). Its tensors are memory-mapped from the part file (``torch.load(...,
+        mmap=True)``, copy-on-write): a rank's memory holds the pages it uses, once.
 
         Raises:
             PartitionStoreError: the part is missing, resized or does not match its checksum.
@@ -227,7 +228,7 @@ class PartitionStore:
                 f"part {part_id} does not exist; the store has parts 0..{self.num_parts - 1}"
             )
         cls = VertexCutPart if self.kind == "vertex-cut" else LocalPartition
-        return cls.load(self._verified(_part_name(part_id)))
+        return cls.load(self._verified(_part_name(part_id)), mmap=True)
 
     def check_matches(self, fingerprint: str, settings: dict[str, Any]) -> None:
         """Raise :class:`PartitionStoreError` unless the store was made for this dataset and these
@@ -329,6 +330,7 @@ def partition_to_store(
         store.verify(full=verify)
         return store
 
+    _announce_step(data, partitioner, num_parts)
     with status(
         f"partitioning {dataset or 'graph'} into {num_parts} parts with {partitioner.name}"
     ):
@@ -347,11 +349,15 @@ def partition_to_store(
     try:
         np.save(tmp / "assignment.npy", assignment)
         owner = partitioner.label_owner(data, assignment, num_parts)
-        parts = partitioner.build_parts(data, assignment, num_parts)
+        # One part in memory at a time: each is built when asked for and dropped once written
+        # (iterating the parts themselves would keep the last one alive while the next is built).
+        parts = iter(partitioner.build_parts(data, assignment, num_parts))
         if link is not None:  # each part stores the pairs whose source it owns
             parts = link.attach(parts, owner, num_parts)
-        for part in track(parts, "writing parts", total=num_parts):
+        for _ in track(range(num_parts), "writing parts", total=num_parts):
+            part = next(parts)
             part.save(tmp / _part_name(part.part_id))
+            del part
         names = ["assignment.npy", *(_part_name(p) for p in range(num_parts))]
         meta = {
             "format_version": FORMAT_VERSION,
@@ -400,6 +406,40 @@ def partition_to_store(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return PartitionStore(path, meta)
+
+
+def _row_bytes(data: Data, keys) -> int:
+    """Bytes of one row of the tensors ``keys`` of ``data`` (absent ones count nothing)."""
+    total = 0
+    for key in keys:
+        value = getattr(data, key, None)
+        if value is not None and value.dim() > 0:
+            total += value[:1].numel() * value.element_size()
+    return total
+
+
+def _announce_step(data: Data, partitioner: Partitioner, num_parts: int) -> None:
+    """Check the whole partition step's memory estimate (partitioning, then writing one part at
+    a time; :func:`~lightning_gnn_dist.data.limits.check_partition_step_fits`) against what the
+    machine has, refusing in one line before any work, and print it when progress is shown."""
+    from lightning_gnn_dist.data.attributes import CORE_NODE_ATTRS, graph_attributes
+    from lightning_gnn_dist.data.limits import check_partition_step_fits, describe_bytes
+    from lightning_gnn_dist.utils.progress import note
+
+    attributes = graph_attributes(data)
+    num_edges = 0 if data.edge_index is None else int(data.edge_index.size(1))
+    needed = check_partition_step_fits(
+        partitioner.name,
+        data.num_nodes,
+        num_edges,
+        num_parts,
+        _row_bytes(data, (*CORE_NODE_ATTRS, *attributes.node)),
+        _row_bytes(data, attributes.edge),
+    )
+    note(
+        f"partition step ({partitioner.name}, {num_parts} parts, parts written one at a time): "
+        f"about {describe_bytes(needed)} of memory at its peak besides the graph"
+    )
 
 
 def check_placement(partitioner: Partitioner, placement: str) -> None:
