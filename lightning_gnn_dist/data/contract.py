@@ -28,20 +28,25 @@ def describe(data: Data) -> str:
     return f"in-memory Data ({getattr(data, 'name', None) or 'unnamed'})"
 
 
-def check_dataset_argument(dataset: Any, task: str | None = None) -> None:
+def check_dataset_argument(
+    dataset: Any, task: str | None = None, target_type: str | None = None
+) -> None:
     """Refuse, before anything is loaded or partitioned, a ``dataset`` argument that no data
     module can train on (cheap: one pass over ``x`` and ``y``, no copy of the graph).
 
     Args:
-        dataset: a spec string or an in-memory ``Data``.
+        dataset: a spec string, an in-memory ``Data`` or ``HeteroData``.
         task: the task ``y`` must fit (``None``: inferred), see
             :mod:`~lightning_gnn_dist.data.targets`.
+        target_type: a ``HeteroData``'s node type to predict (``None``: the one type with
+            ``y``); refused for an in-memory ``Data``.
 
     Raises:
-        DatasetError: (a ``ValueError``) a ``HeteroData`` (not supported yet), another type, a
-            ``y`` that does not fit ``task`` (or no task), ``NaN`` or infinite features, a tensor
-            whose first dimension is neither the number of vertices nor of edges, or an
-            attribute with a name the loaders set themselves.
+        DatasetError: (a ``ValueError``) another type, a ``y`` that does not fit ``task`` (or no
+            task), ``NaN`` or infinite features, a tensor whose first dimension is neither the
+            number of vertices nor of edges, or an attribute with a name the loaders set
+            themselves; for a ``HeteroData`` what
+            :func:`~lightning_gnn_dist.data.hetero.check_hetero_data` refuses.
 
     Warns:
         UserWarning: attributes that cannot be partitioned (not tensors, or 0-dimensional):
@@ -50,17 +55,22 @@ def check_dataset_argument(dataset: Any, task: str | None = None) -> None:
     from torch_geometric.data import HeteroData
 
     if isinstance(dataset, HeteroData):
-        raise DatasetError(
-            "heterogeneous graphs (HeteroData) are not supported yet; pass a homogeneous "
-            "torch_geometric Data (HeteroData.to_homogeneous() merges the types when their "
-            "features have the same width)"
-        )
+        from .hetero import check_hetero_data
+
+        check_hetero_data(dataset, target_type, task)
+        return
     if isinstance(dataset, str):
+        _check_typed_spec(dataset, target_type)
         return
     if not isinstance(dataset, Data):
         raise DatasetError(
-            f"dataset must be a spec string like 'digits' or a torch_geometric Data (got "
-            f"{type(dataset).__name__})"
+            "dataset must be a spec string like 'digits', a torch_geometric Data or HeteroData "
+            f"(got {type(dataset).__name__})"
+        )
+    if target_type is not None:
+        raise DatasetError(
+            f"target_type={target_type!r} names a node type of a heterogeneous graph, but the "
+            "dataset is a homogeneous Data; drop target_type (or pass a HeteroData)"
         )
     source = describe(dataset)
     num_nodes = dataset.num_nodes
@@ -75,6 +85,21 @@ def check_dataset_argument(dataset: Any, task: str | None = None) -> None:
     except ValueError as error:
         raise DatasetError(f"{source}: {error}") from None
     warn_unpartitioned(attributes.other, source)
+
+
+def _check_typed_spec(spec: str, target_type: str | None) -> None:
+    """A ``target_type`` with a spec of a kind that is never typed is refused at once (a typed
+    kind's node types are known only once it is loaded)."""
+    if target_type is None:
+        return
+    from .datasets import DATASET_KINDS, parse_dataset_spec
+
+    kind = DATASET_KINDS.get(parse_dataset_spec(spec).kind)
+    if kind is not None and not kind.typed:
+        raise DatasetError(
+            f"{spec!r}: target_type={target_type!r} names a node type of a heterogeneous "
+            f"graph, but dataset kind {kind.name!r} is homogeneous; drop target_type"
+        )
 
 
 def warn_unpartitioned(names: tuple[str, ...], source: str) -> None:

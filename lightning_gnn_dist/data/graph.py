@@ -266,7 +266,9 @@ def gcn_normalise(edge_index: Tensor, edge_weight: Tensor, degree: Tensor) -> Te
 def graph_fingerprint(data: Data) -> str:
     """SHA-256 over the structure, features, labels, masks and every other node and edge
     attribute of ``data`` (hex string; the other attributes after the legacy keys, so a graph
-    without them keeps the fingerprint it had before they were partitioned).
+    without them keeps the fingerprint it had before they were partitioned), then, for a typed
+    graph (:func:`~lightning_gnn_dist.data.hetero.typed_graph`), its types and per-type
+    attributes.
 
     Two graphs share a fingerprint only if a stored partition of one is valid for the other.
     """
@@ -289,4 +291,7 @@ def graph_fingerprint(data: Data) -> str:
         tensor = value.detach().contiguous().cpu()
         digest.update(f"{key}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
         digest.update(tensor.numpy().tobytes())
+    typed = getattr(data, "hetero", None)  # a typed graph: its types and per-type attributes
+    if typed is not None:
+        typed.update_digest(digest)
     return digest.hexdigest()

@@ -68,6 +68,20 @@ class LocalPartition:
         edge_attrs: every edge attribute (``edge_weight``, ``edge_attr``, ...) ``[E_local, ...]``
             in ``edge_index`` order: a rank holds the in-edges of its owned vertices, so no edge
             attribute crosses the network in a halo exchange.
+        node_type_offsets: typed graphs only (``None`` otherwise): ``[T + 1] int64`` owned rows
+            of each node type (owned vertices are sorted by ``(node type, id)``).
+        halo_node_type: typed graphs: ``[num_halo] int64`` node type of each halo vertex.
+        edge_type_offsets: typed graphs: ``[R + 1] int64`` local edges of each relation (local
+            edges are sorted by ``(edge type, target)``).
+        part_type_counts: typed graphs: ``[P, T] int64`` vertices of each type on every part.
+        relation_plans: typed graphs: per relation key ``"src__rel__dst"``, the homogeneous
+            halo plan restricted to it (:mod:`~lightning_gnn_dist.data.hetero_local`):
+            ``halo`` (positions in the halo), ``send`` (positions in ``send_index``),
+            ``edge_ids`` (each local edge's position in the relation) and, for a relation
+            within one type, ``halo_degrees`` (``[n, 2]`` its halo rows' global in-degree and
+            self loops in the relation).
+        type_schema: typed graphs: the graph's types, sizes and target type (the store's
+            ``types`` record, :meth:`~lightning_gnn_dist.data.hetero.HeteroSchema.to_meta`).
     """
 
     part_id: int
@@ -94,6 +108,11 @@ class LocalPartition:
     edge_ids: Tensor | None = None
     node_attrs: dict[str, Tensor] = field(default_factory=dict)
     edge_attrs: dict[str, Tensor] = field(default_factory=dict)
+    node_type_offsets: Tensor | None = None
+    halo_node_type: Tensor | None = None
+    edge_type_offsets: Tensor | None = None
+    part_type_counts: Tensor | None = None
+    relation_plans: dict[str, dict[str, Tensor]] = field(default_factory=dict)
 
     def host_offsets(self) -> list[int]:
         """``part_offsets`` as host integers, read once per tensor: on a GPU, reading them
