@@ -53,6 +53,7 @@ __all__ = [
     "load_digits_graph",
     "parse_dataset_spec",
     "register_dataset_kind",
+    "spec_is_typed",
 ]
 
 #: Options of the step that fills in missing features, labels and masks (with their defaults).
@@ -201,6 +202,20 @@ def parse_dataset_spec(spec: str) -> DatasetSpec:
             raise DatasetError(f"{spec!r}: option {key!r} is given twice")
         options[key] = value.strip()
     return DatasetSpec(kind, arg.strip() if colon else None, options)
+
+
+def spec_is_typed(spec: str) -> bool | None:
+    """Whether the dataset spec names a typed graph: ``True`` (``mag``), ``False`` (a
+    homogeneous kind, or one not registered: loading reports it), or ``None`` when only loading
+    tells (``ogb:NAME``)."""
+    try:
+        parsed = parse_dataset_spec(spec)
+    except DatasetError:
+        return False
+    kind = DATASET_KINDS.get(parsed.kind)
+    if kind is None or not kind.typed:
+        return False
+    return None if kind.arg is not None else True
 
 
 def _convert(source: str, key: str, value: Any, kind: type) -> Any:

@@ -47,6 +47,7 @@ __all__ = [
     "attribute_key",
     "check_hetero_data",
     "describe_hetero",
+    "homogeneous_view",
     "is_typed",
     "relation_key",
     "typed_graph",
@@ -472,6 +473,32 @@ def _target_mask(mask: Tensor, num_nodes: int, key: str, source: str) -> Tensor:
             raise DatasetError(f"{source}: {key} must hold only 0/1 or True/False values")
         mask = mask.bool()
     return mask
+
+
+def homogeneous_view(batch: HeteroData, node_types, edge_types) -> tuple[Tensor, Tensor]:
+    """``(edge_index [2, E], edge_type [E])`` of ``batch`` over its vertices concatenated by
+    type in ``node_types`` order (PyG's ``to_homogeneous`` convention), with ``edge_type`` the
+    position in ``edge_types``: what a layer on the homogeneous view (``RGCNConv``) reads. A
+    typed part's full batch carries them (``homogeneous_edge_index``, ``edge_type``: sources
+    over the part's ``[owned | halo]``); for any other ``HeteroData`` (a whole graph, a sampled
+    batch) they are built from its relations."""
+    if "homogeneous_edge_index" in batch:
+        return batch.homogeneous_edge_index, batch[EDGE_TYPE]
+    counts = [batch[t].num_nodes for t in node_types]
+    offset = dict(zip(node_types, np.concatenate([[0], np.cumsum(counts)]).tolist(), strict=False))
+    pieces, types = [], []
+    present = set(batch.edge_types)
+    for r, edge_type in enumerate(edge_types):
+        edge_type = tuple(edge_type)
+        if edge_type not in present:
+            continue
+        index = batch[edge_type].edge_index
+        shift = index.new_tensor([[offset[edge_type[0]]], [offset[edge_type[2]]]])
+        pieces.append(index + shift)
+        types.append(torch.full((index.size(1),), r, dtype=torch.long, device=index.device))
+    if not pieces:
+        return torch.empty(2, 0, dtype=torch.long), torch.empty(0, dtype=torch.long)
+    return torch.cat(pieces, dim=1), torch.cat(types)
 
 
 def hetero_fingerprint(data: HeteroData) -> str:

@@ -113,6 +113,7 @@ class LocalPartition:
     edge_type_offsets: Tensor | None = None
     part_type_counts: Tensor | None = None
     relation_plans: dict[str, dict[str, Tensor]] = field(default_factory=dict)
+    type_schema: dict | None = None
 
     def host_offsets(self) -> list[int]:
         """``part_offsets`` as host integers, read once per tensor: on a GPU, reading them

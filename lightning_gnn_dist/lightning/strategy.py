@@ -39,9 +39,11 @@ from lightning_gnn_dist.comm.codec import (
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.rdm import ORDER_CHOICES, check_codec_option
 from lightning_gnn_dist.comm.rdm_plan import parse_order
+from lightning_gnn_dist.data.hetero_local import is_typed_part
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.targets import labelled_per_vertex
 from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral, lightning_classes
+from lightning_gnn_dist.lightning.hetero_data import dataset_is_typed
 from lightning_gnn_dist.lightning.launcher import (
     GNNMultiProcessingLauncher,
     GNNSubprocessLauncher,
@@ -59,6 +61,7 @@ from lightning_gnn_dist.lightning.resume import (
 from lightning_gnn_dist.lightning.strategy_names import GNN_STRATEGIES, strategy_description
 from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
 from lightning_gnn_dist.nn.distribute import distribute
+from lightning_gnn_dist.nn.hetero import RELATION_MODES, is_sharded
 from lightning_gnn_dist.nn.sampled import SampledBatchContext
 from lightning_gnn_dist.nn.vertex_cut import check_reductions
 from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
@@ -307,6 +310,12 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             )
         if loader == "neighbor":
             check_fetch_codec(self.codec_policy)  # the fetch's codec must be fixed
+        typed = dataset_is_typed(getattr(datamodule, "dataset", None))
+        if typed and loader == "full" and self.exchange_mode not in RELATION_MODES:
+            raise ValueError(
+                f"exchange={self.exchange_mode!r} does not run on typed graphs (per-relation "
+                f"halo exchange); use exchange {' or '.join(map(repr, RELATION_MODES))}"
+            )
         if loader in ("neighbor", "subgraph") and self.exchange_mode not in ("p2p", "broadcast"):
             why = (
                 "caches nothing across sampled batches (each has its own plan)"
@@ -424,18 +433,19 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             self._set_fetch_codec(datamodule)
             self._restore_rank_state(trainer, None)
             full_eval = getattr(datamodule, "eval_loader", "neighbor") == "full"
-            distribute(
-                self.lightning_module, ("neighbor", "vertex") if full_eval else ("neighbor",)
-            )
+            kinds = ("neighbor", "vertex") if full_eval else ("neighbor",)
+            if is_typed_part(partition):  # typed batches are complete (PyG's layers)
+                kinds = ("hetero",)
+            distribute(self.lightning_module, kinds)
             super().setup(trainer)
             return
-        distribute(self.lightning_module)
+        kind = "hetero" if is_typed_part(partition) else getattr(partition, "kind", "vertex")
+        distribute(self.lightning_module, (kind,))
         self.graph_context = self._make_context(partition, self.comm_counters["train"])
         self._restore_rank_state(trainer, self.graph_context.exchange)
         if self.loss_reduction == "mean" and partition.train_mask is not None:
             self._loss_weight = _labelled_share(partition, _global_train_labels(datamodule))
         self._full_loss_weight = self._loss_weight
-        kind = getattr(partition, "kind", "vertex")
         distribute(self.lightning_module, (kind,))
         check_reductions(self.lightning_module, self.graph_context.exchange)
         # distribute() already synchronised every BatchNorm (on CPU too); torch's SyncBatchNorm,
@@ -459,7 +469,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     def configure_ddp(self) -> None:
         # No DDP wrapper (it would average gradients); start from rank 0's parameters instead.
         for tensor in [*self.model.parameters(), *self.model.buffers()]:
-            dist.broadcast(tensor.data, src=0)
+            if not is_sharded(tensor):  # each rank's own rows of a featureless type
+                dist.broadcast(tensor.data, src=0)
 
     # -- checkpoints: per-rank state (design §4: the exchange's cache is part of the checkpoint) --
     def save_checkpoint(
@@ -548,7 +559,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         return closure_loss
 
     def post_backward(self, closure_loss: Tensor) -> None:
-        params = [p for p in self.lightning_module.parameters() if p.requires_grad]
+        # A sharded parameter (a featureless type's rows, nn.hetero.ShardedEmbedding) holds this
+        # rank's rows only, with their whole gradient: it takes no part in the all-reduce.
+        params = [
+            p for p in self.lightning_module.parameters() if p.requires_grad and not is_sharded(p)
+        ]
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)

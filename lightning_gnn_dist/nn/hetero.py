@@ -258,8 +258,8 @@ class ShardedEmbedding(nn.Module):
 
     def __init__(self, ids: Tensor, dim: int, seed: int = 0, init_std: float = 1.0) -> None:
         super().__init__()
-        self.register_buffer("ids", ids.detach().long().clone(), persistent=False)
-        self.weight = nn.Parameter(_hashed_normal(self.ids, dim, seed) * init_std)
+        ids = ids.detach().long().cpu()
+        self.weight = nn.Parameter(_hashed_normal(ids, dim, seed) * init_std)
         self.weight._lgd_sharded = True
         self.dim, self.seed = dim, seed
 

@@ -1,0 +1,163 @@
+"""Reference models of typed graphs: relational GCN and ``to_hetero(GraphSAGE)`` (usable
+single-process on a ``HeteroData`` and distributed on a typed part alike).
+
+Both start with a per-type encoder: node types with features ``x`` are projected to the hidden
+width by a ``Linear`` of their own; featureless types get learnable rows
+(:class:`~lightning_gnn_dist.nn.hetero.ShardedEmbedding`, held by each row's owner in full
+batch), as DGL's and GraphStorm's RGCN on ogbn-mag do.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import FastRGCNConv, RGCNConv, SAGEConv, to_hetero
+
+from lightning_gnn_dist.data.hetero import homogeneous_view
+from lightning_gnn_dist.nn.hetero import ShardedEmbedding
+
+__all__ = ["HETERO_MODELS", "HeteroRGCN", "HeteroSAGE", "TypeEncoder"]
+
+HETERO_MODELS = ("rgcn", "sage")
+
+
+class TypeEncoder(nn.Module):
+    """Per node type: ``Linear(in_t, hidden)`` of its features, or learnable rows.
+
+    Args:
+        in_channels: feature width of each node type with features ``x``.
+        hidden_channels: output width of every type.
+        embedding_ids: per featureless node type, the dataset ids of the rows held here
+            (``arange(N_t)`` single-process and for sampled batches; a rank's owned ids in full
+            batch, where the rows are sharded by owner).
+        sharded: whether the embeddings hold owned rows only (full batch on a partition: no
+            all-reduce of their gradients). (default: ``False``)
+        seed: seed of the embeddings' initial rows. (default: ``0``)
+    """
+
+    def __init__(
+        self,
+        in_channels: dict[str, int],
+        hidden_channels: int,
+        embedding_ids: dict[str, Tensor],
+        sharded: bool = False,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.lins = nn.ModuleDict(
+            {t: nn.Linear(d, hidden_channels) for t, d in in_channels.items()}
+        )
+        self.embeddings = nn.ModuleDict(
+            {
+                t: ShardedEmbedding(ids, hidden_channels, seed=seed + k)
+                for k, (t, ids) in enumerate(embedding_ids.items())
+            }
+        )
+        for embedding in self.embeddings.values():
+            embedding.weight._lgd_sharded = sharded
+
+    def forward(self, x_dict: dict[str, Tensor], n_id_dict: dict[str, Tensor] | None = None):
+        """``{type: [n_t, hidden]}``: projected features, and the embedding rows of the
+        batch's vertices (``n_id_dict[t]``: their dataset ids; ``None``: every row held)."""
+        out = {t: lin(x_dict[t]) for t, lin in self.lins.items()}
+        for t, embedding in self.embeddings.items():
+            rows = embedding()
+            if n_id_dict is not None and t in n_id_dict:
+                rows = rows[n_id_dict[t]]
+            out[t] = rows
+        return out
+
+
+class HeteroRGCN(nn.Module):
+    """Relational GCN (Schlichtkrull et al.) on the typed graph's homogeneous view.
+
+    ``num_layers`` ``RGCNConv`` (or ``FastRGCNConv``) layers with per-relation weights
+    (``num_bases`` bases when given) and mean aggregation per relation, ReLU and dropout between
+    them, after the :class:`TypeEncoder`. The output is the target type's rows.
+
+    Args:
+        metadata: ``(node_types, edge_types)`` (PyG's ``HeteroData.metadata()``).
+        target_type: the node type predicted.
+        encoder: the :class:`TypeEncoder` (its width is ``hidden_channels``).
+        hidden_channels, out_channels, num_layers, dropout: the stack's shape.
+        num_bases: basis decomposition of the relation weights (``None``: one per relation).
+        fast: ``FastRGCNConv`` (gathers a weight per edge) instead of ``RGCNConv``.
+    """
+
+    def __init__(
+        self,
+        metadata,
+        target_type: str,
+        encoder: TypeEncoder,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+        num_bases: int | None = None,
+        fast: bool = False,
+    ) -> None:
+        super().__init__()
+        self.node_types, self.edge_types = list(metadata[0]), list(metadata[1])
+        self.target_type, self.encoder, self.dropout = target_type, encoder, dropout
+        conv = FastRGCNConv if fast else RGCNConv
+        dims = [hidden_channels] * num_layers + [out_channels]
+        self.convs = nn.ModuleList(
+            conv(dims[i], dims[i + 1], len(self.edge_types), num_bases=num_bases, aggr="mean")
+            for i in range(num_layers)
+        )
+
+    def forward(self, x_dict: dict[str, Tensor], batch, n_id_dict=None) -> Tensor:
+        """``[n_target, out]`` for the target type's rows of ``batch`` (a ``HeteroData``: a
+        whole graph, a typed part's full batch or a sampled typed batch)."""
+        h = self.encoder(x_dict, n_id_dict)
+        counts = [h[t].size(0) if t in h else batch[t].num_nodes for t in self.node_types]
+        x = torch.cat([h[t] for t in self.node_types])
+        edge_index, edge_type = homogeneous_view(batch, self.node_types, self.edge_types)
+        for i, conv in enumerate(self.convs):
+            x = conv(x, edge_index, edge_type)
+            if i < len(self.convs) - 1:
+                x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
+        k = self.node_types.index(self.target_type)
+        start = sum(counts[:k])
+        return x[start : start + counts[k]]
+
+
+class _SAGEStack(nn.Module):
+    def __init__(self, hidden_channels: int, out_channels: int, num_layers: int, dropout: float):
+        super().__init__()
+        dims = [hidden_channels] * num_layers + [out_channels]
+        self.convs = nn.ModuleList(SAGEConv(dims[i], dims[i + 1]) for i in range(num_layers))
+        self.dropout = dropout
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        for i, conv in enumerate(self.convs):
+            x = conv(x, edge_index)
+            if i < len(self.convs) - 1:
+                x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
+        return x
+
+
+class HeteroSAGE(nn.Module):
+    """``to_hetero(GraphSAGE, metadata, aggr="sum")`` after the :class:`TypeEncoder`: one
+    ``SAGEConv`` per relation and layer, summed per target type (PyG's heterogeneous
+    GraphSAGE). The output is the target type's rows. Arguments as :class:`HeteroRGCN`."""
+
+    def __init__(
+        self,
+        metadata,
+        target_type: str,
+        encoder: TypeEncoder,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+    ) -> None:
+        super().__init__()
+        self.target_type, self.encoder = target_type, encoder
+        stack = _SAGEStack(hidden_channels, out_channels, num_layers, dropout)
+        self.gnn = to_hetero(stack, (list(metadata[0]), list(metadata[1])), aggr="sum")
+
+    def forward(self, x_dict: dict[str, Tensor], batch, n_id_dict=None) -> Tensor:
+        h = self.encoder(x_dict, n_id_dict)
+        return self.gnn(h, batch.edge_index_dict)[self.target_type]
