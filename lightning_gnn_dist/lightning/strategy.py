@@ -61,7 +61,7 @@ from lightning_gnn_dist.lightning.resume import (
 from lightning_gnn_dist.lightning.strategy_names import GNN_STRATEGIES, strategy_description
 from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
 from lightning_gnn_dist.nn.distribute import distribute
-from lightning_gnn_dist.nn.hetero import RELATION_MODES, is_sharded
+from lightning_gnn_dist.nn.hetero import RELATION_MODES, is_sharded, sharded_rows, whole_tables
 from lightning_gnn_dist.nn.sampled import SampledBatchContext
 from lightning_gnn_dist.nn.vertex_cut import check_reductions
 from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
@@ -483,10 +483,16 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             "exchange": self._exchange_state(),
             "codec": self.codec_policy.state_dict(),
         }
+        sharded = sharded_rows(self.lightning_module)  # featureless types' rows, per owner
+        if sharded:
+            state["sharded"] = sharded
+            state["sharded_optimizer"] = self._sharded_optimizer_state()
         ranks = [state]
         if dist.is_available() and dist.is_initialized() and self.world_size > 1:
             ranks = [None] * self.world_size if self.is_global_zero else None
             dist.gather_object(state, ranks, dst=0)
+        if self.is_global_zero and sharded:  # the whole tables, as one process would save them
+            checkpoint["state_dict"].update(whole_tables([r.pop("sharded") for r in ranks]))
         if self.is_global_zero:
             checkpoint[CHECKPOINT_KEY] = {
                 "format": FORMAT_VERSION,
@@ -516,6 +522,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         if "codec" in state:
             self.codec_policy.load_state_dict(state["codec"])
         self._resume_rng = state["rng"]
+        self._resume_sharded = state.get("sharded_optimizer")
 
     # Lightning registers its SIGTERM handler right before a stage runs; ours takes over.
     def on_validation_start(self) -> None:
@@ -538,6 +545,25 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         if self._resume_rng is not None:
             set_rng_state(self._resume_rng)
             self._resume_rng = None
+        resumed, self._resume_sharded = getattr(self, "_resume_sharded", None), None
+        if resumed:  # this rank's optimizer state of its own rows (the checkpoint's is rank 0's)
+            for (i, j), values in resumed.items():
+                optimizer = self.optimizers[i]
+                parameter = [p for g in optimizer.param_groups for p in g["params"]][j]
+                optimizer.state[parameter] = values
+
+    def _sharded_optimizer_state(self) -> dict[tuple[int, int], dict]:
+        """``{(optimizer, parameter position): state}`` of this rank's sharded parameters."""
+        out = {}
+        for i, optimizer in enumerate(self.optimizers):
+            params = [p for g in optimizer.param_groups for p in g["params"]]
+            for j, parameter in enumerate(params):
+                if is_sharded(parameter) and parameter in optimizer.state:
+                    out[(i, j)] = {
+                        k: v.detach().clone() if isinstance(v, Tensor) else v
+                        for k, v in optimizer.state[parameter].items()
+                    }
+        return out
 
     def on_train_end(self) -> None:
         super().on_train_end()

@@ -47,7 +47,13 @@ from lightning_gnn_dist.nn.context import (
     current_graph_context,
 )
 
-__all__ = ["HeteroGraphContext", "ShardedEmbedding", "relation_of_module"]
+__all__ = [
+    "HeteroGraphContext",
+    "ShardedEmbedding",
+    "relation_of_module",
+    "sharded_rows",
+    "whole_tables",
+]
 
 RELATION_MODES = ("p2p", "broadcast", "hierarchical")
 """Exchange modes that run per relation on a typed partition (exact)."""
@@ -258,14 +264,25 @@ class ShardedEmbedding(nn.Module):
 
     def __init__(self, ids: Tensor, dim: int, seed: int = 0, init_std: float = 1.0) -> None:
         super().__init__()
-        ids = ids.detach().long().cpu()
-        self.weight = nn.Parameter(_hashed_normal(ids, dim, seed) * init_std)
+        self.ids = ids.detach().long().cpu()  # not a buffer: ranks hold different counts
+        self.weight = nn.Parameter(_hashed_normal(self.ids, dim, seed) * init_std)
         self.weight._lgd_sharded = True
         self.dim, self.seed = dim, seed
 
     def forward(self) -> Tensor:
         """``[num_local, dim]``: the rows of this rank's vertices (its owned rows)."""
         return self.weight
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        # A checkpoint holds the whole table in dataset-id order (GNNStrategy gathers it):
+        # each rank takes its own rows.
+        key = prefix + "weight"
+        table = state_dict.get(key)
+        rows = self.weight.size(0)
+        if isinstance(table, Tensor) and table.size(0) != rows and self.ids.numel() == rows:
+            if self.ids.numel() and int(self.ids.max()) < table.size(0):
+                state_dict = {**state_dict, key: table[self.ids.to(table.device)]}
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def extra_repr(self) -> str:
         return f"rows={self.weight.size(0)}, dim={self.dim}"
@@ -288,3 +305,25 @@ def _hashed_normal(ids: Tensor, dim: int, seed: int, chunk: int = 1 << 16) -> Te
 def is_sharded(parameter: Tensor) -> bool:
     """Whether ``parameter`` is held by its owners only (:class:`ShardedEmbedding`)."""
     return bool(getattr(parameter, "_lgd_sharded", False))
+
+
+def sharded_rows(model: nn.Module) -> dict[str, tuple[Tensor, Tensor]]:
+    """``{state-dict key: (ids, rows)}`` of every sharded embedding of ``model`` held here."""
+    return {
+        f"{name}.weight" if name else "weight": (module.ids, module.weight.detach().cpu())
+        for name, module in model.named_modules()
+        if isinstance(module, ShardedEmbedding) and is_sharded(module.weight)
+    }
+
+
+def whole_tables(per_rank: list[dict[str, tuple[Tensor, Tensor]]]) -> dict[str, Tensor]:
+    """Every rank's :func:`sharded_rows` → ``{key: [N, dim]}`` the whole tables in dataset-id
+    order (what a single-process model's state dict holds)."""
+    tables = {}
+    for key in per_rank[0]:
+        ids = torch.cat([rank[key][0] for rank in per_rank])
+        rows = torch.cat([rank[key][1] for rank in per_rank])
+        table = rows.new_zeros(int(ids.max()) + 1 if ids.numel() else 0, rows.size(1))
+        table[ids] = rows
+        tables[key] = table
+    return tables

@@ -128,13 +128,14 @@ class _SAGEStack(nn.Module):
         super().__init__()
         dims = [hidden_channels] * num_layers + [out_channels]
         self.convs = nn.ModuleList(SAGEConv(dims[i], dims[i + 1]) for i in range(num_layers))
-        self.dropout = dropout
+        # A module, not F.dropout: to_hetero's tracing would bake ``training`` in as a constant.
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         for i, conv in enumerate(self.convs):
             x = conv(x, edge_index)
             if i < len(self.convs) - 1:
-                x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
+                x = self.dropout(x.relu())
         return x
 
 
