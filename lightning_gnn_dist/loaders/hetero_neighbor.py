@@ -313,8 +313,10 @@ class HeteroNeighborSampler:
             key: torch.cat(v, dim=1) if v else torch.empty(2, 0, dtype=torch.long)
             for key, v in edges.items()
         }
-        edge_data = {
-            key: {name: torch.cat([d[name] for d in v]) for name in v[0]} if v else {}
+        edge_data = {  # a relation never sampled keeps empty values of every name
+            key: {name: torch.cat([d[name] for d in v]) for name in v[0]}
+            if v
+            else {name: value[:0] for name, value in store.relations[key]._edge_values.items()}
             for key, v in values.items()
         }
         return n_id, edge_index, num_nodes, num_edges, edge_data
