@@ -343,6 +343,11 @@ def load_dataset(
                 f"{quoted}: dataset kind {kind.name!r} takes no ':{parsed.arg}' part; "
                 f"usage: {kind.usage()}"
             )
+        if target_type is not None and not kind.typed:
+            raise DatasetError(
+                f"{quoted}: target_type={target_type!r} names a node type of a heterogeneous "
+                f"graph, but dataset kind {kind.name!r} is homogeneous; drop target_type"
+            )
         given = {**parsed.options, **overrides}
         options = _typed_options(quoted, kind.options, given, kind.name)
         data = kind.load(parsed.arg, {k: options[k] for k in options if k not in ATTRIBUTES})
