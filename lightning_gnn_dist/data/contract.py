@@ -59,8 +59,7 @@ def check_dataset_argument(
 
         check_hetero_data(dataset, target_type, task)
         return
-    if isinstance(dataset, str):
-        _check_typed_spec(dataset, target_type)
+    if isinstance(dataset, str):  # a spec's kind: checked with its target_type when loading
         return
     if not isinstance(dataset, Data):
         raise DatasetError(
@@ -85,21 +84,6 @@ def check_dataset_argument(
     except ValueError as error:
         raise DatasetError(f"{source}: {error}") from None
     warn_unpartitioned(attributes.other, source)
-
-
-def _check_typed_spec(spec: str, target_type: str | None) -> None:
-    """A ``target_type`` with a spec of a kind that is never typed is refused at once (a typed
-    kind's node types are known only once it is loaded)."""
-    if target_type is None:
-        return
-    from .datasets import DATASET_KINDS, parse_dataset_spec
-
-    kind = DATASET_KINDS.get(parse_dataset_spec(spec).kind)
-    if kind is not None and not kind.typed:
-        raise DatasetError(
-            f"{spec!r}: target_type={target_type!r} names a node type of a heterogeneous "
-            f"graph, but dataset kind {kind.name!r} is homogeneous; drop target_type"
-        )
 
 
 def warn_unpartitioned(names: tuple[str, ...], source: str) -> None:

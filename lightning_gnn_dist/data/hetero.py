@@ -37,7 +37,6 @@ from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 
 from .attributes import RESERVED_NAMES
-from .contract import canonical_features
 from .errors import DatasetError
 from .targets import canonical_targets
 
@@ -321,9 +320,30 @@ def _node_attributes(store, node_type: str, num_nodes: int, target: bool, source
                 f"rename it (e.g. data[{node_type!r}].my_{key})"
             )
         if key == "x":
-            value = canonical_features(value, num_nodes, f"{source} [{node_type!r}]")
+            value = _features(value, f"{source} [{node_type!r}]")
         attrs[key] = value
     return attrs
+
+
+def _features(x: Tensor, source: str) -> Tensor:
+    """A type's ``x`` as ``[N_t, d] float32`` (as :func:`~lightning_gnn_dist.data.contract.
+    canonical_features` makes a homogeneous graph's; this module cannot import it: the contract
+    checks a ``HeteroData`` through :func:`check_hetero_data`).
+
+    Raises:
+        DatasetError: ``NaN`` or infinite features, naming the vertex and column.
+    """
+    x = (x.unsqueeze(1) if x.dim() == 1 else x).to(torch.float32).contiguous()
+    if x.dim() != 2:
+        raise DatasetError(f"{source}: x must have shape [num_nodes, d] (got {tuple(x.shape)})")
+    bad = ~torch.isfinite(x)
+    if bool(bad.any()):
+        row, column = bad.nonzero()[0].tolist()[:2]
+        raise DatasetError(
+            f"{source}: x holds {float(x[row, column])} at vertex {row}, column {column}; "
+            "features must be finite: fill missing values first (e.g. torch.nan_to_num(x))"
+        )
+    return x
 
 
 def _edge_attributes(store, edge_type, source: str) -> dict[str, Tensor]:

@@ -154,11 +154,17 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
     ) -> None:
         super().__init__()
         from lightning_gnn_dist.costmodel.plan_options import check_plan_options
-        from lightning_gnn_dist.data.datasets import check_dataset_argument
+        from lightning_gnn_dist.data.datasets import check_dataset_argument, spec_is_typed
         from lightning_gnn_dist.partition import get_partitioner
 
         check_task(task)
         check_dataset_argument(dataset, task, target_type)
+        if isinstance(dataset, str) and target_type is not None:
+            if spec_is_typed(dataset) is False:
+                raise ValueError(
+                    f"{dataset!r}: target_type={target_type!r} names a node type of a "
+                    "heterogeneous graph, but this dataset kind is homogeneous; drop target_type"
+                )
         # An existing store given as `store=` supplies what was not given explicitly.
         stored_meta = _stored_meta(store) if store is not None and not force else None
         stored = None if stored_meta is None else dict(stored_meta["settings"])
