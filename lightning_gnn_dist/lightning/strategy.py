@@ -400,6 +400,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             log.info("exchange='auto': %s (%s)", plan.pick.name, plan.reason)
 
     def setup(self, trainer) -> None:
+        self._ignore_sharded()
         datamodule = trainer.datamodule
         if self.requested_exchange == AUTO:
             self._apply_plan(datamodule)
@@ -452,6 +453,14 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         # which Trainer(sync_batchnorm=True) would swap in, needs a GPU and would undo that.
         self._layer_sync = None
         super().setup(trainer)
+
+    def _ignore_sharded(self) -> None:
+        """Leave each rank's own rows of a featureless type (sharded parameters) out of the
+        state synchronisation Lightning runs before validate/test/predict (DDP's ignore list)."""
+        module = self.lightning_module
+        names = [name for name, p in module.named_parameters() if is_sharded(p)]
+        if names:
+            module._ddp_params_and_buffers_to_ignore = names
 
     def _set_fetch_codec(self, datamodule) -> None:
         """The neighbour loader's remote feature fetch encodes with this strategy's codec."""
