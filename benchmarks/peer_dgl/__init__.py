@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,7 @@ from benchmarks.harness import (
     REPO,
     Benchmark,
     Run,
+    load_average,
     log,
     markdown_table,
     pooled,
@@ -49,8 +51,20 @@ from benchmarks.harness import (
     run_rounds,
 )
 
-DATASET = "rmat?scale=16&edge_factor=17&features=100&classes=16"
+DATASET = "rmat?scale={scale}&edge_factor=17&features=100&classes=16"
 WORKER = Path(__file__).with_name("worker.py")
+USER_PATH = ("lightning", "lightning+prefetch")
+"""Systems that run the user's path (:mod:`benchmarks.peer_dgl.user_path`)."""
+SYSTEMS = {
+    "dgl": "DGL 2.1, one process: `DataLoader` over blocks",
+    "distdgl": "DistDGL: a graph server and a trainer per simulated machine",
+    "lightning": "**the user's path**: PyG's model in the neighbour guide's `LightningModule`, "
+    '`loader="neighbor"`, `Trainer(strategy="gnn_ddp", devices=ranks)`',
+    "lightning+prefetch": "the user's path with `prefetch=True`",
+    "ours": "the project's own `build_model` in a plain loop, trimmed per hop (not the user's path)",
+    "ours+prefetch": "as `ours`, prefetching (not the user's path)",
+    "pyg": "plain PyG layers on `edge_index`",
+}
 VARIANTS = [  # (row, system, task, ranks)
     ("full-batch GCN", "dgl", "gcn-full", 1),
     ("full-batch GCN", "ours", "gcn-full", 1),
@@ -61,11 +75,17 @@ VARIANTS = [  # (row, system, task, ranks)
     ("full-batch SAGE", "pyg", "sage-full", 1),
     ("full-batch SAGE", "ours", "sage-full", 2),
     ("mini-batch SAGE", "dgl", "sage-mini", 1),
-    ("mini-batch SAGE", "ours", "sage-mini", 1),
-    ("mini-batch SAGE", "ours+prefetch", "sage-mini", 1),
-    ("mini-batch SAGE", "ours", "sage-mini", 2),
-    ("mini-batch SAGE", "ours+prefetch", "sage-mini", 2),
+    ("mini-batch SAGE", "lightning", "sage-mini", 1),
+    ("mini-batch SAGE", "lightning+prefetch", "sage-mini", 1),
+    ("mini-batch SAGE", "lightning", "sage-mini", 2),
+    ("mini-batch SAGE", "lightning+prefetch", "sage-mini", 2),
     ("mini-batch SAGE", "distdgl", "sage-mini", 2),
+    ("mini-batch SAGE", "ours", "sage-mini", 1),
+    ("mini-batch SAGE", "ours", "sage-mini", 2),
+    ("mini-batch GCN", "dgl", "gcn-mini", 1),
+    ("mini-batch GCN", "lightning", "gcn-mini", 1),
+    ("mini-batch GAT", "dgl", "gat-mini", 1),
+    ("mini-batch GAT", "lightning", "gat-mini", 1),
 ]
 DISTDGL = Path(__file__).with_name("distdgl.py")
 
@@ -75,6 +95,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--only", default="", help="comma-separated rows, e.g. 'mini-batch SAGE'")
     parser.add_argument("--epochs", type=int, default=12, help="full-batch epochs")
     parser.add_argument("--mini-epochs", type=int, default=3, help="mini-batch epochs")
+    parser.add_argument(
+        "--scale", type=int, default=16, help="R-MAT scale: 2**scale vertices, 17 edges each"
+    )
+    parser.add_argument(
+        "--ranks", default="", help="comma-separated rank counts to run, e.g. '1' (default: all)"
+    )
 
 
 def distdgl_unavailable_reason(dgl_python: str) -> str | None:
@@ -90,16 +116,30 @@ def distdgl_unavailable_reason(dgl_python: str) -> str | None:
     return None
 
 
-def prepare(workdir: Path, dgl_python: str | None = None) -> None:
-    """The graph as ``.npz`` for the workers, this project's parts at 1 and 2 ranks and, given
+def prepare(
+    workdir: Path,
+    dgl_python: str | None = None,
+    dataset: str = DATASET.format(scale=16),
+    user_path_ranks: tuple[int, ...] = (),
+) -> None:
+    """The graph as ``.npz`` for the workers, this project's parts at 1 and 2 ranks, the
+    user's-path partition stores at ``user_path_ranks`` (``stores/``) and, given
     ``dgl_python``, DistDGL's 2 parts (``dgl2/``)."""
     import numpy as np
 
+    from benchmarks.peer_dgl.user_path import datamodule_options
+    from lightning_gnn_dist import GraphPartitionDataModule
     from lightning_gnn_dist.data import load_dataset
     from lightning_gnn_dist.data.local import build_local_partitions
     from lightning_gnn_dist.partition import get_partitioner
 
-    data = load_dataset(DATASET)
+    for ranks in user_path_ranks:  # the datamodule's own partition store, made before timing
+        options = {"dataset": dataset, "stores": str(workdir / "stores"), "fanout": [25, 10]}
+        options.update(batch_size=1024, prefetch=False)
+        GraphPartitionDataModule(
+            **{**datamodule_options(_Namespace(options), ranks), "verify_dataset": True}
+        ).prepare_data()
+    data = load_dataset(dataset)
     keys = ("edge_index", "x", "y", "train_mask", "test_mask")
     np.savez(workdir / "graph.npz", **{k: getattr(data, k).numpy() for k in keys})
     for world_size in (1, 2):
@@ -121,6 +161,11 @@ def prepare(workdir: Path, dgl_python: str | None = None) -> None:
         )
 
 
+class _Namespace:
+    def __init__(self, values: dict) -> None:
+        self.__dict__.update(values)
+
+
 def run_distdgl(workdir: Path, settings: dict, ranks: int) -> dict:
     """DistDGL at ``ranks`` simulated machines (a server and a trainer each); rank 0's record,
     trainer memory max over ranks."""
@@ -133,8 +178,8 @@ def run_distdgl(workdir: Path, settings: dict, ranks: int) -> dict:
     env.update(MASTER_PORT=str(29500 + os.getpid() % 1000), PYTHONPATH="")
     args = ["--config", str(config), "--data", str(workdir / "graph.npz")]
     args += ["--epochs", str(settings["mini_epochs"]), "--hidden", str(settings["mini_hidden"])]
-    args += ["--batch-size", str(settings["batch_size"]), "--fanout"]
-    args += [str(f) for f in settings["fanout"]]
+    args += ["--batch-size", str(settings["batch_size"]), "--dropout", str(settings["dropout"])]
+    args += ["--fanout", *[str(f) for f in settings["fanout"]]]
     outs = [workdir / f"d{m}.json" for m in range(ranks)]
     machine = str(DISTDGL.with_name("distdgl_machine.sh"))
     procs = [
@@ -175,20 +220,36 @@ def run_variant(workdir: Path, settings: dict, system: str, task: str, ranks: in
         str(workdir / "graph.npz"),
     ]
     base += ["--parts", str(workdir / "parts"), "--epochs", str(settings["epochs"])]
-    base += ["--mini-epochs", str(settings["mini_epochs"])]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "WORLD_SIZE": str(ranks)}
-    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29500 + os.getpid() % 1000))
+    base += ["--mini-epochs", str(settings["mini_epochs"]), "--dropout", str(settings["dropout"])]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    what = f"{system}:{task} at {ranks} ranks"
+    if system in USER_PATH:  # one process: Lightning's launcher starts the other ranks
+        out = workdir / "l0.json"
+        for stale in workdir.glob("l0.json*"):
+            stale.unlink()
+        base += ["--ranks", str(ranks), "--dataset", settings["dataset"]]
+        base += ["--stores", str(workdir / "stores"), "--out", str(out)]
+        proc = subprocess.Popen(base, env=env)
+        if proc.wait(timeout=3600) != 0:
+            raise RuntimeError(f"{what} failed")
+        results = [json.loads(path.read_text()) for path in sorted(workdir.glob("l0.json*"))]
+        memory = max(r["data_memory_bytes"] for r in results)
+        return {**json.loads(out.read_text()), "data_memory_bytes": memory}
+    env.update(WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1")
+    env.update(MASTER_PORT=str(29500 + os.getpid() % 1000))
     outs = [workdir / f"r{rank}.json" for rank in range(ranks)]
     procs = [
         subprocess.Popen([*base, "--out", str(out)], env={**env, "RANK": str(rank)})
         for rank, out in enumerate(outs)
     ]
-    return _rank_zero_record(procs, outs, f"{system}:{task} at {ranks} ranks")
+    return _rank_zero_record(procs, outs, what)
 
 
 def run(r: Run) -> None:
     settings = {
-        "dataset": DATASET,
+        "dataset": DATASET.format(scale=r.args.scale),
+        "scale": r.args.scale,
+        "dropout": 0.5,
         "epochs": 4 if r.quick else r.args.epochs,
         "mini_epochs": 2 if r.quick else r.args.mini_epochs,
         "dgl_python": r.args.dgl_python,
@@ -202,7 +263,8 @@ def run(r: Run) -> None:
             f"no DGL venv at {settings['dgl_python']}: bash benchmarks/peer_dgl/env.sh"
         )
     only = set(filter(None, r.args.only.split(",")))
-    variants = [v for v in VARIANTS if not only or v[0] in only]
+    ranks = {int(n) for n in r.args.ranks.split(",") if n}
+    variants = [v for v in VARIANTS if (not only or v[0] in only) and (not ranks or v[3] in ranks)]
     skipped = {}
     if any(v[1] == "distdgl" for v in variants):
         reason = distdgl_unavailable_reason(settings["dgl_python"])
@@ -215,10 +277,13 @@ def run(r: Run) -> None:
     def measure(row, system, task, ranks, workdir):
         def call(round_index: int) -> list[float]:
             result = run_variant(workdir, settings, system, task, ranks)
-            records = result["records"][1:]  # the first epoch warms up
+            first, records = result["records"][0], result["records"][1:]  # the first warms up
             details.setdefault(f"{row} | {system} | {ranks}", []).append(
                 {
                     "wall": [rec["wall"] for rec in records],
+                    "first_epoch": {"cpu": first["cpu"], "wall": first["wall"]},
+                    "startup_s": result.get("startup_s"),
+                    "load_average": load_average()[0],
                     "phases": [rec["phases_cpu"] for rec in records],
                     "accuracy": result["accuracy"],
                     "steps": result["records"][0].get("steps"),
@@ -235,7 +300,11 @@ def run(r: Run) -> None:
     with tempfile.TemporaryDirectory(prefix="peer_dgl_") as tmp:
         workdir = Path(tmp)
         distdgl = any(v[1] == "distdgl" for v in variants)
-        prepare(workdir, settings["dgl_python"] if distdgl else None)
+        user_ranks = tuple(sorted({v[3] for v in variants if v[1] in USER_PATH}))
+        log(f"preparing {settings['dataset']} (user's-path stores at ranks {user_ranks})")
+        prepare(
+            workdir, settings["dgl_python"] if distdgl else None, settings["dataset"], user_ranks
+        )
         samples = run_rounds(
             {f"{v[0]} | {v[1]} | {v[3]}": measure(*v, workdir) for v in variants}, r.repeats
         )
@@ -262,6 +331,10 @@ def run(r: Run) -> None:
                 if wall_over is None
                 else list(wall_over.per_round),
                 "steps_per_epoch": runs[0]["steps"],
+                "first_epoch_cpu_s": statistics.median(r_["first_epoch"]["cpu"] for r_ in runs),
+                "first_epoch_wall_s": statistics.median(r_["first_epoch"]["wall"] for r_ in runs),
+                "startup_s": _median_or_none([r_["startup_s"] for r_ in runs]),
+                "load_average_per_round": [r_["load_average"] for r_ in runs],
                 "phases_cpu_s": {
                     p: pooled_median([[rec.get(p, 0.0) for rec in run_["phases"]] for run_ in runs])
                     for p in phases
@@ -281,7 +354,82 @@ def run(r: Run) -> None:
         r.save()
 
 
+def _median_or_none(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
 def render(report: dict) -> str:
+    s = report["settings"]
+    if "scale" not in s:
+        return _render_issue19(report)
+    rows = []
+    for row in report["rows"]:
+        first = row.get("first_epoch_wall_s")
+        startup = row.get("startup_s")
+        rows.append(
+            {
+                "setting": row["setting"],
+                "system": row["system"],
+                "ranks": row["ranks"],
+                "CPU s/epoch": f"{row['cpu_s']:.3f}",
+                "wall s/epoch": f"{row['wall_s']:.3f}",
+                "CPU ÷ DGL": "—"
+                if row["cpu_over_dgl"] is None
+                else ratio_cell(row["cpu_over_dgl"], row["cpu_over_dgl_per_round"]),
+                "wall ÷ DistDGL": "—"
+                if row.get("wall_over_distdgl") is None
+                else ratio_cell(row["wall_over_distdgl"], row["wall_over_distdgl_per_round"]),
+                "first epoch s (CPU / wall)": "—"
+                if first is None
+                else f"{row['first_epoch_cpu_s']:.2f} / {first:.2f}",
+                "start-up s": "—" if startup is None else f"{startup:.1f}",
+                "steps/epoch": row.get("steps_per_epoch") or "—",
+                "phases (CPU s/epoch)": ", ".join(
+                    f"{k} {v:.3f}" for k, v in row["phases_cpu_s"].items()
+                ),
+                "test acc": f"{row['accuracy']:.3f}",
+                "data MiB": f"{row['data_memory_mib']:.0f}"
+                + (
+                    f" (+ server {row['server_peak_mib']:.0f})"
+                    if row.get("server_peak_mib")
+                    else ""
+                ),
+                "load (per round)": ", ".join(
+                    f"{load:.1f}" for load in row.get("load_average_per_round", [])
+                ),
+            }
+        )
+    columns = list(rows[0]) if rows else []
+    systems = sorted({row["system"] for row in report["rows"]})
+    torch_versions = sorted({f"{row['system']}: {row['torch']}" for row in report["rows"]})
+    return (
+        f"# This project against DGL 2.1: the user's path, R-MAT scale {s['scale']} (issue 31)\n\n"
+        f"`{s['dataset']}`; mini-batch {s['mini_epochs']} epochs of 2-layer models of width "
+        f"{s['mini_hidden']} (dropout {s['dropout']}), fan-out {s['fanout']}, batch "
+        f"{s['batch_size']}, Adam; full-batch {s['epochs']} epochs (hidden {s['hidden']}). One "
+        "thread per process. The first epoch of each run is not in the per-epoch figures; it "
+        "is its own column, and start-up is the seconds from the worker's start (imports "
+        "included) to the first epoch. CPU ÷ DGL: pooled median of per-epoch CPU seconds over "
+        "DGL's (same model) in the same rounds (per-round range); wall ÷ DistDGL likewise with "
+        "wall seconds at the same ranks. Data memory: peak RSS − RSS after imports, max over "
+        "ranks. Load: the 1-minute load average after each round's run of the row.\n\n"
+        "Systems:\n\n"
+        + "".join(f"- `{name}`: {SYSTEMS.get(name, name)}\n" for name in systems)
+        + "\nThe user's-path phases: `sample+fetch` (CPU inside the loader, its prefetch thread "
+        "included), `forward` (`training_step`), `backward` (with the gradient all-reduce), "
+        "`optimizer`, `lightning` (the rest of the main thread: hooks, the strategy's step, "
+        "logging). DistDGL's CPU includes its server's (`server`).\n\n"
+        + markdown_table(rows, columns)
+        + "".join(f"\n`{key}` skipped: {why}\n" for key, why in report.get("skipped", {}).items())
+        + "\ntorch: "
+        + "; ".join(torch_versions)
+        + "\n"
+    )
+
+
+def _render_issue19(report: dict) -> str:
+    """The report of issue 19's runs (committed results without a ``scale`` setting)."""
     s = report["settings"]
     rows = [
         {

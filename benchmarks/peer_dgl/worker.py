@@ -84,6 +84,7 @@ def train(args, data, model, batches, epochs, server_cpu=None):
             {
                 "cpu": time.process_time() - c + served,
                 "wall": time.perf_counter() - w,
+                "start": w,
                 "phases_cpu": phases.cpu,
                 "phases_wall": phases.wall,
                 "steps": steps,
@@ -93,6 +94,7 @@ def train(args, data, model, batches, epochs, server_cpu=None):
 
 
 def worker(args) -> dict:
+    started = time.perf_counter()
     import numpy as np
     import torch
 
@@ -106,17 +108,25 @@ def worker(args) -> dict:
 
         import lightning_gnn_dist  # noqa: F401
     torch.manual_seed(0)
-    after_imports = rss_bytes()
+    after_imports = args.after_imports = rss_bytes()
     data = None
-    if system != "ours":  # a rank of this project loads its part only
+    if system in ("dgl", "pyg"):  # a rank of this project loads its part only
         arrays = np.load(args.data)
         data = {k: torch.from_numpy(arrays[k]) for k in arrays.files}
-    runner = {"dgl": run_dgl, "ours": run_ours, "ours+prefetch": run_ours, "pyg": run_pyg}[system]
-    args.prefetch = system == "ours+prefetch"
+    runner = {
+        "dgl": run_dgl,
+        "ours": run_ours,
+        "ours+prefetch": run_ours,
+        "pyg": run_pyg,
+        "lightning": run_lightning,
+        "lightning+prefetch": run_lightning,
+    }[system]
+    args.prefetch = system.endswith("+prefetch")
     records, accuracy = runner(args, task, data)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {
         "records": records,
+        "startup_s": records[0]["start"] - started if records else None,
         "accuracy": accuracy,
         "data_memory_bytes": peak - after_imports,
         "torch": torch.__version__,
@@ -154,19 +164,34 @@ def run_dgl(args, task, data):
         model.eval()
         with torch.no_grad():
             return records, accuracy_of(model(graph, x)[test_mask], y[test_mask])
+    if model_name != "sage":  # GCN and GAT take self loops as PyG's layers add them
+        graph = dgl.add_self_loop(dgl.remove_self_loop(graph))
     sampler = dgl.dataloading.NeighborSampler(list(reversed(args.fanout)))
     seeds = train_mask.nonzero().view(-1)
     loader = dgl.dataloading.DataLoader(
         graph, seeds, sampler, batch_size=args.batch_size, shuffle=True
     )
     model = _DGLStack(
-        lambda i, o: SAGEConv(i, o, "mean"), [x.size(1), args.mini_hidden, 16], args.dropout
+        dgl_mini_conv(model_name, args), [x.size(1), args.mini_hidden, 16], args.dropout
     )
 
     records = train(args, data, model, dgl_batches(loader, model, x, y), args.mini_epochs)
     model.eval()
     with torch.no_grad():  # full-neighbourhood inference, layer by layer on the whole graph
         return records, accuracy_of(model(graph, x)[test_mask], y[test_mask])
+
+
+def dgl_mini_conv(model_name, args):
+    """DGL's layer equivalent to PyG's ``GraphSAGE``/``GCN``/``GAT`` model layers: mean SAGE,
+    ``GraphConv`` (symmetric normalisation, on a graph with self loops), one-head ``GATConv``
+    with attention dropout (PyG's ``GAT`` passes its dropout to the attention)."""
+    from dgl.nn import GATConv, GraphConv, SAGEConv
+
+    if model_name == "sage":
+        return lambda i, o: SAGEConv(i, o, "mean")
+    if model_name == "gcn":
+        return lambda i, o: GraphConv(i, o, allow_zero_in_degree=True)
+    return lambda i, o: GATConv(i, o, 1, attn_drop=args.dropout, allow_zero_in_degree=True)
 
 
 def dgl_batches(loader, model, features, labels):
@@ -204,11 +229,18 @@ class _DGLStack:  # built lazily so the class body needs no torch import
                 for i, layer in enumerate(self.convs):
                     graph = graphs[i] if isinstance(graphs, list) else graphs
                     h = layer(graph, h)
+                    h = h.flatten(1) if h.dim() == 3 else h  # GAT's heads
                     if i < len(self.convs) - 1:
                         h = F.dropout(F.relu(h), dropout, self.training)
                 return h
 
         return Stack()
+
+
+def run_lightning(args, task, data):
+    from benchmarks.peer_dgl.user_path import run_lightning as run
+
+    return run(args, task, data)
 
 
 def _ours_model(args, task, in_channels):
@@ -375,9 +407,16 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, default=0.5)
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--fanout", type=int, nargs="+", default=[25, 10])
+    parser.add_argument("--ranks", type=int, default=1, help="lightning: devices")
+    parser.add_argument("--dataset", default="", help="lightning: the dataset spec")
+    parser.add_argument("--stores", default="", help="lightning: the partition stores' root")
+    parser.add_argument("--in-channels", type=int, default=100)
     args = parser.parse_args()
     args.prefetch = False
-    Path(args.out).write_text(json.dumps(worker(args)))
+    result = worker(args)
+    # Lightning's launcher runs this script again for ranks > 0; they wrote <out>.rank<r>.
+    if os.environ.get("LOCAL_RANK", "0") == "0":
+        Path(args.out).write_text(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -63,6 +63,7 @@ from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_
 from lightning_gnn_dist.nn.distribute import distribute
 from lightning_gnn_dist.nn.hetero import RELATION_MODES, is_sharded, sharded_rows, whole_tables
 from lightning_gnn_dist.nn.sampled import SampledBatchContext
+from lightning_gnn_dist.nn.trim import trim_per_hop
 from lightning_gnn_dist.nn.vertex_cut import check_reductions
 from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
 from lightning_gnn_dist.utils.checks import check_choice, check_keywords, check_number
@@ -438,6 +439,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             if is_typed_part(partition):  # typed batches are complete (PyG's layers)
                 kinds = ("hetero",)
             distribute(self.lightning_module, kinds)
+            trim_per_hop(self.lightning_module)  # PyG's models compute what the seeds need
             super().setup(trainer)
             return
         kind = "hetero" if is_typed_part(partition) else getattr(partition, "kind", "vertex")
@@ -602,6 +604,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
+        if self.world_size == 1:  # the sum over one rank: nothing to move (~1–3 ms a step)
+            return
         flat = torch.cat([p.grad.reshape(-1) for p in params])
         dist.all_reduce(flat, op=dist.ReduceOp.SUM)
         if self.data_parallel:

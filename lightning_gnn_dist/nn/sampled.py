@@ -50,6 +50,9 @@ class SampledBatch:
         weight_terms: ``{edge attribute name: [num_nodes, 3]}`` global
             :func:`~lightning_gnn_dist.data.graph.gcn_weight_terms` of the batch's vertices for
             the 1-D edge attributes a ``GCNConv`` may take as ``edge_weight``, or ``None``.
+        num_sampled_nodes: vertices first reached at each hop (seeds first), or ``None``.
+        num_sampled_edges: edges sampled at each hop, or ``None`` (with ``num_sampled_nodes``,
+            what :mod:`~lightning_gnn_dist.nn.trim` trims a PyG model with).
     """
 
     edge_index: Tensor
@@ -58,6 +61,8 @@ class SampledBatch:
     num_self_loops: Tensor | None = None
     edge_attrs: dict | None = None
     weight_terms: dict | None = None
+    num_sampled_nodes: list[int] | None = None
+    num_sampled_edges: list[int] | None = None
 
     kind = "sampled"
     num_halo = 0
@@ -216,6 +221,8 @@ class SampledBatchContext(GraphContext):
             getattr(batch, "global_self_loops", None),
             edge_attrs,
             getattr(batch, "global_gcn_weight_terms", None),
+            _counts(getattr(batch, "num_sampled_nodes", None)),
+            _counts(getattr(batch, "num_sampled_edges", None)),
         )
         return cls(view, NoHalo(group))
 
@@ -285,3 +292,31 @@ class SampledBatchContext(GraphContext):
                 SparseMatrix(none, none.entry_values(weight[:0])),
             )
         return cache[key]
+
+    def gcn_rows(
+        self,
+        add_self_loops: bool,
+        improved: bool,
+        normalize: bool,
+        edge_index: Tensor,
+        num_nodes: int,
+        num_rows: int,
+        num_cols: int,
+    ) -> SparseMatrix:
+        """Rows ``[:num_rows]`` and columns ``[:num_cols]`` of :meth:`gcn_matrices`'
+        ``num_nodes × num_nodes`` matrix of ``edge_index`` (cached): a GCN layer computed for its
+        first ``num_rows`` targets only, normalised as over all ``num_nodes`` rows. Valid when
+        those targets' sources all lie below ``num_cols`` (a hop-ordered batch)."""
+        owned, _ = self.gcn_matrices(add_self_loops, improved, normalize, edge_index, num_nodes)
+        if (num_rows, num_cols) == owned.shape:
+            return owned
+        _, _, cache = self._layer_graph(edge_index, num_nodes)
+        key = ("gcn-rows", add_self_loops, improved, normalize, num_nodes, num_rows, num_cols)
+        if key not in cache:
+            cache[key] = owned.row_prefix(num_rows, num_cols)
+        return cache[key]
+
+
+def _counts(counts) -> list[int] | None:
+    """Per-hop counts as a list of ints (a batch may hold a list or a tensor), or ``None``."""
+    return None if counts is None else [int(c) for c in counts]

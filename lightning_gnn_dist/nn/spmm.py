@@ -98,6 +98,14 @@ class SparseMatrix:
             values = torch.ones(adj.num_entries, dtype=dtype, device=adj.device)
         return csr_tensor(adj.crow, adj.col, values, adj.shape)
 
+    def row_prefix(self, num_rows: int, num_cols: int) -> SparseMatrix:
+        """The first ``num_rows`` rows as a ``num_rows × num_cols`` matrix with the same values
+        (views; see :meth:`~lightning_gnn_dist.data.csr.CSRAdjacency.row_prefix` for when it is
+        valid)."""
+        adj = self.adj.row_prefix(num_rows, num_cols)
+        values = None if self._values is None else self._values[: adj.num_entries]
+        return SparseMatrix(adj, values, self.reduce)
+
     def __matmul__(self, x: Tensor) -> Tensor:
         return spmm(self, x)
 

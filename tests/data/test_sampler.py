@@ -206,3 +206,33 @@ def test_compiled_kernels_give_the_torch_samples(fanouts, replace):
     # the table relabelling equals the sort-based one
     plain = sampler.sample(seeds, 99, lambda f, k, s: in_edges.sample(f, k, s, replace))
     assert torch.equal(plain.n_id, a.n_id) and torch.equal(plain.edge_index, a.edge_index)
+
+
+_KERNEL_RUN = """
+import torch
+from lightning_gnn_dist.data import _kernels
+colptr, src = torch.tensor([0, 2, 5]), torch.tensor([0, 1, 0, 1, 1])
+_kernels.sample_without_replacement(colptr, src, torch.arange(5), torch.arange(2), 0,
+                                    torch.tensor([0, 1]), 3, 2, 4)
+print(len(_kernels._SAMPLE.stats.cache_hits))
+"""
+
+
+@pytest.mark.skipif(not _kernels.AVAILABLE, reason="numba not installed")
+def test_compiled_kernels_load_from_the_disk_cache_in_the_next_process(tmp_path):
+    """Issue 31: the sampler's kernel was a closure over its helpers, so numba keyed its cache
+    on the pickled helper dispatchers, which differ in every process: every process compiled
+    it again (seconds of every run's first epoch) and added a cache entry. A second process
+    now loads it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", _KERNEL_RUN], env=env, capture_output=True, text=True, check=True
+        ).stdout.split()
+        for _ in range(2)
+    ]
+    assert runs == [["0"], ["1"]]

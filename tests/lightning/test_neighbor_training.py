@@ -11,6 +11,7 @@ import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GCNConv, SAGEConv
+from torch_geometric.nn.models import GraphSAGE
 from torchmetrics.classification import MulticlassAccuracy
 
 from lightning_gnn_dist import CommunicationMonitor, GraphPartitionDataModule, NodeClassifier
@@ -42,6 +43,22 @@ class PlainSAGE(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=LR)
 
 
+class UserSAGE(PlainSAGE):
+    """The neighbour guide's module: PyG's ``GraphSAGE`` model, called untrimmed. Under the
+    strategy it computes the seeds' rows only (``nn.trim``), recorded per step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self.conv1, self.conv2
+        self.gnn = GraphSAGE(12, 16, 2, 4)
+        self.rows = []
+
+    def forward(self, x, edge_index):
+        out = self.gnn(x, edge_index)
+        self.rows.append(out.size(0))
+        return out
+
+
 class BatchRecorder(pl.Callback):
     """Every rank writes the batches it saw; rank 0 also the final parameters."""
 
@@ -63,12 +80,17 @@ class BatchRecorder(pl.Callback):
         if rank == 0:
             params = {k: v.tolist() for k, v in pl_module.state_dict().items()}
             (self.folder / "params.json").write_text(json.dumps(params))
+        rows = getattr(pl_module, "rows", None)
+        if rows is not None:
+            (self.folder / f"rows-{rank}.json").write_text(json.dumps(rows))
 
 
-@pytest.mark.parametrize("world_size", [1, 2])
-def test_neighbor_loader_training_averages_gradients_over_ranks(world_size, tmp_path):
+@pytest.mark.parametrize(("world_size", "model"), [(1, PlainSAGE), (2, PlainSAGE), (2, UserSAGE)])
+def test_neighbor_loader_training_averages_gradients_over_ranks(world_size, model, tmp_path):
+    """Also the guide's PyG ``GraphSAGE``, which runs trimmed per hop: each step's output holds
+    the seeds' rows only, and training equals the untrimmed replay."""
     pl.seed_everything(0)
-    module = PlainSAGE()
+    module = model()
     initial = {k: v.clone() for k, v in module.state_dict().items()}
     datamodule = GraphPartitionDataModule(
         DATASET,
@@ -103,8 +125,11 @@ def test_neighbor_loader_training_averages_gradients_over_ranks(world_size, tmp_
             ]
             assert len(seeds) == len(set(seeds)) == counts[rank]
 
+    if model is UserSAGE:  # trimmed: the seeds' rows only
+        rows = [json.loads((tmp_path / f"rows-{r}.json").read_text()) for r in range(world_size)]
+        assert rows == [[b["batch_size"] for b in rank_batches] for rank_batches in batches]
     graph = load_dataset(DATASET)
-    reference = PlainSAGE()
+    reference = model()  # outside the strategy: PyG's untrimmed model
     reference.load_state_dict(initial)
     for step in range(2 * steps):
         grads = []
