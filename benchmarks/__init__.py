@@ -29,4 +29,5 @@ NAMES = (
     "auto_plan",
     "gpu_check",
     "attribute_memory",
+    "hetero",
 )

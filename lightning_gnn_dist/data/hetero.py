@@ -37,6 +37,7 @@ from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 
 from .attributes import RESERVED_NAMES
+from .csr import tensor_cache, tensor_version
 from .errors import DatasetError
 from .targets import canonical_targets
 
@@ -504,7 +505,28 @@ def homogeneous_view(batch: HeteroData, node_types, edge_types) -> tuple[Tensor,
     batch) they are built from its relations."""
     if "homogeneous_edge_index" in batch:
         return batch.homogeneous_edge_index, batch[EDGE_TYPE]
+    present = [tuple(e) for e in edge_types if tuple(e) in set(batch.edge_types)]
     counts = [batch[t].num_nodes for t in node_types]
+    # Kept with the first relation's edges (a whole graph's view is reused every epoch; its CSR
+    # products are cached on the view's tensors), as long as no relation's edges change.
+    identity = tuple(
+        (
+            batch[e].edge_index.data_ptr(),
+            batch[e].edge_index.numel(),
+            tensor_version(batch[e].edge_index),
+        )
+        for e in present
+    ) + (tuple(counts), tuple(map(tuple, edge_types)))
+    holder = tensor_cache(batch[present[0]].edge_index) if present else {}
+    cached = holder.get("homogeneous_view")
+    if cached is not None and cached[0] == identity:
+        return cached[1]
+    view = _homogeneous_view(batch, node_types, edge_types, counts)
+    holder["homogeneous_view"] = (identity, view)
+    return view
+
+
+def _homogeneous_view(batch, node_types, edge_types, counts) -> tuple[Tensor, Tensor]:
     offset = dict(zip(node_types, np.concatenate([[0], np.cumsum(counts)]).tolist(), strict=False))
     pieces, types = [], []
     present = set(batch.edge_types)

@@ -37,11 +37,12 @@ from torch import Tensor
 from torch_geometric.data import HeteroData
 
 from lightning_gnn_dist.comm import CommCounter
+from lightning_gnn_dist.data import _kernels
 from lightning_gnn_dist.data.hetero import HeteroSchema, attribute_key, relation_key
 from lightning_gnn_dist.data.hetero_local import relation_view, type_range
 from lightning_gnn_dist.data.local import LocalPartition
-from lightning_gnn_dist.data.sampler import InEdges, hash_keys, stream_key
-from lightning_gnn_dist.loaders.graph_store import PartitionedGraphStore, _position_in
+from lightning_gnn_dist.data.sampler import InEdges, hash_keys, stream_key, use_compiled
+from lightning_gnn_dist.loaders.graph_store import PartitionedGraphStore
 from lightning_gnn_dist.loaders.neighbor import NeighborLoader, NeighborLoaders, _EpochSetter
 from lightning_gnn_dist.loaders.packing import RowLayout
 
@@ -265,6 +266,17 @@ class HeteroNeighborSampler:
         self.num_neighbors, self.schema, self.replace = num_neighbors, schema, replace
         self.num_hops = len(next(iter(num_neighbors.values())))
 
+    def _tables(self) -> dict[str, Tensor]:
+        """Per node type, ``table[id]``: the local index of a vertex already in the batch, else
+        ``-1`` (kept between batches, reset after each)."""
+        tables = getattr(self, "_position_tables", None)
+        if tables is None:
+            sizes = dict(zip(self.schema.node_types, self.schema.num_nodes, strict=True))
+            tables = self._position_tables = {
+                t: torch.full((n,), -1, dtype=torch.long) for t, n in sizes.items()
+            }
+        return tables
+
     def sample(self, seeds: Tensor, stream: int, store: TypedGraphStore):
         """``(n_id, edges, num_nodes, num_edges, edge_data)``: per type the routing ids (seeds
         first), per relation the local ``[2, E]`` edges grouped by hop and each sampled edge's
@@ -278,37 +290,43 @@ class HeteroNeighborSampler:
         edges = {key: [] for key in schema.relation_keys}
         values = {key: [] for key in schema.relation_keys}
         num_edges = {key: [] for key in schema.relation_keys}
-        for hop in range(self.num_hops):
-            sampled = {t: [] for t in schema.node_types}
-            for r, key in enumerate(schema.relation_keys):
-                fanout = self.num_neighbors[key][hop]
-                source, _, dst = schema.edge_types[r]
-                if fanout == 0:
-                    num_edges[key].append(0)
-                    continue
-                relation_stream = int(hash_keys(stream, r))
-                counts, src, edge_data = store.relations[key].sample_hop(
-                    n_id[dst][frontier[dst]], fanout, relation_stream, self.replace, hop == 0
-                )
-                targets = torch.repeat_interleave(frontier[dst], counts)
-                sampled[source].append((key, src, targets, edge_data))
-            new_frontier = {}
-            for t in schema.node_types:
-                pieces = sampled[t]
-                found = torch.cat([src for _, src, _, _ in pieces]) if pieces else n_id[t][:0]
-                known, order = torch.sort(n_id[t])
-                candidates = torch.unique(found)
-                new = candidates[_position_in(known, candidates) < 0]
-                new_frontier[t] = torch.arange(n_id[t].numel(), n_id[t].numel() + new.numel())
-                n_id[t] = torch.cat([n_id[t], new])
-                num_nodes[t].append(int(new.numel()))
-                known, order = torch.sort(n_id[t])
-                for key, src, targets, edge_data in pieces:
-                    local = order[torch.searchsorted(known, src)]
-                    edges[key].append(torch.stack([local, targets]))
-                    values[key].append(edge_data)
-                    num_edges[key].append(int(src.numel()))
-            frontier = new_frontier
+        tables = self._tables()
+        tables[target][seeds] = frontier[target]
+        try:
+            for hop in range(self.num_hops):
+                sampled = {t: [] for t in schema.node_types}
+                for r, key in enumerate(schema.relation_keys):
+                    fanout = self.num_neighbors[key][hop]
+                    source, _, dst = schema.edge_types[r]
+                    if fanout == 0:
+                        num_edges[key].append(0)
+                        continue
+                    relation_stream = int(hash_keys(stream, r))
+                    counts, src, edge_data = store.relations[key].sample_hop(
+                        n_id[dst][frontier[dst]], fanout, relation_stream, self.replace, hop == 0
+                    )
+                    targets = torch.repeat_interleave(frontier[dst], counts)
+                    sampled[source].append((key, src, targets, edge_data))
+                new_frontier = {}
+                for t in schema.node_types:
+                    pieces = sampled[t]
+                    found = torch.cat([src for _, src, _, _ in pieces]) if pieces else n_id[t][:0]
+                    new, local = _relabel(tables[t], found, n_id[t])
+                    new_frontier[t] = torch.arange(n_id[t].numel(), n_id[t].numel() + new.numel())
+                    n_id[t] = torch.cat([n_id[t], new])
+                    num_nodes[t].append(int(new.numel()))
+                    for (key, src, targets, edge_data), piece in zip(
+                        pieces,
+                        torch.split(local, [src.numel() for _, src, _, _ in pieces]),
+                        strict=True,
+                    ):
+                        edges[key].append(torch.stack([piece, targets]))
+                        values[key].append(edge_data)
+                        num_edges[key].append(int(src.numel()))
+                frontier = new_frontier
+        finally:
+            for t, table in tables.items():
+                table[n_id[t]] = -1
         edge_index = {
             key: torch.cat(v, dim=1) if v else torch.empty(2, 0, dtype=torch.long)
             for key, v in edges.items()
@@ -320,6 +338,17 @@ class HeteroNeighborSampler:
             for key, v in values.items()
         }
         return n_id, edge_index, num_nodes, num_edges, edge_data
+
+
+def _relabel(table: Tensor, found: Tensor, known: Tensor) -> tuple[Tensor, Tensor]:
+    """``(new, local)``: the ids of ``found`` not in the batch yet, ascending, get the next
+    local indices (after ``known``'s) in ``table``; ``local`` is every entry's local index."""
+    if use_compiled():
+        return _kernels.relabel(table, found, known.numel())
+    unseen = found[table[found] < 0]
+    new = torch.unique(unseen)
+    table[new] = torch.arange(known.numel(), known.numel() + new.numel())
+    return new, table[found]
 
 
 class HeteroNeighborLoader(NeighborLoader):

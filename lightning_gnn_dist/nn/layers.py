@@ -54,6 +54,7 @@ from torch_geometric.nn.conv import MessagePassing
 
 from lightning_gnn_dist.nn.conv import DISTRIBUTED_LAYERS
 from lightning_gnn_dist.nn.norm import DistBatchNorm, DistPyGBatchNorm
+from lightning_gnn_dist.nn.rgcn import FusedRGCNConv
 
 KINDS: dict[str, str] = {
     "vertex": "vertex partition: `p2p`, `broadcast`, `hierarchical`, `cached` (bound 0), "
@@ -264,6 +265,7 @@ from :data:`LAYER_TABLE` is refused with a general one)."""
 _DECLARED: dict[type[nn.Module], tuple[str, ...]] = {}
 _REPLACED: dict[type[nn.Module], type[nn.Module]] = {
     **{dist_cls: cls for cls, dist_cls in DISTRIBUTED_LAYERS.items()},
+    FusedRGCNConv: pyg_nn.RGCNConv,
     DistBatchNorm: nn.BatchNorm1d,
     DistPyGBatchNorm: pyg_norm.BatchNorm,
 }

@@ -33,6 +33,7 @@ from lightning_gnn_dist.data.hetero_local import build_typed_partitions, typed_b
 from lightning_gnn_dist.nn import distribute, use_graph_context
 from lightning_gnn_dist.nn.context import make_graph_context
 from lightning_gnn_dist.nn.hetero import ShardedEmbedding
+from lightning_gnn_dist.nn.rgcn import FusedRGCNConv
 from lightning_gnn_dist.partition.metrics import partition_metrics
 from lightning_gnn_dist.partition.types import relation_metrics
 from tests.distributed import run_ranks
@@ -47,7 +48,7 @@ RELATIONS = [
     ("a", "r5", "c"),
 ]
 OUT = 4
-MODELS = ("to_hetero_sage", "hetero_conv", "rgcn", "fast_rgcn", "hgt")
+MODELS = ("to_hetero_sage", "hetero_conv", "rgcn", "fused_rgcn", "fast_rgcn", "hgt")
 MODES = ("p2p", "broadcast")
 GRAPHS = ("simple", "multigraph")
 WORLD_SIZES = (1, 2, 3, 4)
@@ -133,7 +134,7 @@ class HGT(nn.Module):
         return self.conv(x_dict, edge_index_dict)
 
 
-def build(name: str, data: HeteroData) -> nn.Module:
+def build(name: str, data: HeteroData, reference: bool = False) -> nn.Module:
     torch.manual_seed(3)
     if name == "to_hetero_sage":
         model = to_hetero(SAGE(), data.metadata())
@@ -145,6 +146,9 @@ def build(name: str, data: HeteroData) -> nn.Module:
         return HeteroConvNet()
     if name == "rgcn":
         return Homogeneous(RGCNConv(6, OUT, len(RELATIONS), aggr="mean"))
+    if name == "fused_rgcn":  # our CSR aggregation against PyG's RGCNConv (same parameters)
+        conv = RGCNConv if reference else FusedRGCNConv
+        return Homogeneous(conv(6, OUT, len(RELATIONS), num_bases=2, aggr="mean"))
     if name == "fast_rgcn":
         return Homogeneous(FastRGCNConv(6, OUT, len(RELATIONS), num_bases=2, aggr="mean"))
     return HGT(data.metadata())
@@ -164,7 +168,7 @@ def loss_weights(name: str, data) -> dict[str, torch.Tensor]:
 
 def reference(name: str, data: HeteroData, graph_batch):
     """Single-process PyG on the HeteroData: outputs per type and gradients."""
-    model = build(name, data)
+    model = build(name, data, reference=True)
     embedding = ShardedEmbedding(torch.arange(SIZES["c"]), WIDTHS["c"], seed=1)
     x_dict = {**data.x_dict, "c": embedding()}
     out = run(model, x_dict, data.edge_index_dict, graph_batch)
@@ -272,7 +276,7 @@ def _hierarchical(rank: int, world: int) -> dict:
     metrics = relation_metrics(view, assignment, world, ranks_per_node=2)
     metrics["homogeneous"] = partition_metrics(view, assignment, world, ranks_per_node=2)
     out = {}
-    for name in ("to_hetero_sage", "hetero_conv", "rgcn", "hgt"):
+    for name in ("to_hetero_sage", "hetero_conv", "fused_rgcn", "hgt"):
         expected, _, _ = reference(name, data, homogeneous_batch(data))
         model = distribute(build(name, data), ("hetero",))
         embedding = ShardedEmbedding(batch["c"].global_ids, WIDTHS["c"], seed=1)
