@@ -134,7 +134,10 @@ def run_dgl(args) -> dict:
 
     num_nodes, relations, edges, x, y, train, test = load(args.data)
     graph = dgl.heterograph(
-        {rel: (torch.from_numpy(e[0]), torch.from_numpy(e[1])) for rel, e in zip(relations, edges)},
+        {
+            rel: (torch.from_numpy(e[0]), torch.from_numpy(e[1]))
+            for rel, e in zip(relations, edges, strict=True)
+        },
         num_nodes_dict=num_nodes,
     )
     classes = int(y.max()) + 1
@@ -174,7 +177,7 @@ def run_dgl(args) -> dict:
         def forward(self, blocks, ids):
             h = {t: (self.lin(features[ids[t]]) if t == "paper" else self.emb[t](ids[t]))
                  for t in ids}  # fmt: skip
-            for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+            for i, (layer, block) in enumerate(zip(self.layers, blocks, strict=True)):
                 h = layer(block, h)
                 if i == 0:
                     h = {t: F.dropout(F.relu(v), args.dropout, self.training) for t, v in h.items()}

@@ -288,6 +288,7 @@ def _hierarchical(rank: int, world: int) -> dict:
         error = max(_max(result[t] - v[batch[t].global_ids]) for t, v in expected.items())
         rows = []
         for layer, direction, traffic in context.exchange.counter.items():
+            assert direction == "forward"  # no backward ran
             key = layer.rsplit(".", 1)[-1].strip("<>").replace("___", "__")
             key = key if key in metrics else "homogeneous"
             predicted = metrics[key].hierarchical_peer_rows[rank].sum()
