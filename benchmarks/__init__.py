@@ -31,4 +31,5 @@ NAMES = (
     "attribute_memory",
     "link_prediction",
     "scaling",
+    "hetero",
 )

@@ -193,6 +193,8 @@ TASK_CONFIGS = {
         ["--trainer.max_epochs", "3", "--data.dataset", "proteins?num_nodes=400&avg_degree=10"],
         {"test_rocauc": (0.0, 1.0)},
     ),
+    # Issue 33: a typed graph (HeteroData shaped like ogbn-mag), HeteroNodeClassifier's RGCN.
+    "hetero_mag.yaml": (["--trainer.max_epochs", "3"], {"test_acc": (0.0, 1.0)}),
 }
 
 

@@ -28,20 +28,25 @@ def describe(data: Data) -> str:
     return f"in-memory Data ({getattr(data, 'name', None) or 'unnamed'})"
 
 
-def check_dataset_argument(dataset: Any, task: str | None = None) -> None:
+def check_dataset_argument(
+    dataset: Any, task: str | None = None, target_type: str | None = None
+) -> None:
     """Refuse, before anything is loaded or partitioned, a ``dataset`` argument that no data
     module can train on (cheap: one pass over ``x`` and ``y``, no copy of the graph).
 
     Args:
-        dataset: a spec string or an in-memory ``Data``.
+        dataset: a spec string, an in-memory ``Data`` or ``HeteroData``.
         task: the task ``y`` must fit (``None``: inferred), see
             :mod:`~lightning_gnn_dist.data.targets`.
+        target_type: a ``HeteroData``'s node type to predict (``None``: the one type with
+            ``y``); refused for an in-memory ``Data``.
 
     Raises:
-        DatasetError: (a ``ValueError``) a ``HeteroData`` (not supported yet), another type, a
-            ``y`` that does not fit ``task`` (or no task), ``NaN`` or infinite features, a tensor
-            whose first dimension is neither the number of vertices nor of edges, or an
-            attribute with a name the loaders set themselves.
+        DatasetError: (a ``ValueError``) another type, a ``y`` that does not fit ``task`` (or no
+            task), ``NaN`` or infinite features, a tensor whose first dimension is neither the
+            number of vertices nor of edges, or an attribute with a name the loaders set
+            themselves; for a ``HeteroData`` what
+            :func:`~lightning_gnn_dist.data.hetero.check_hetero_data` refuses.
 
     Warns:
         UserWarning: attributes that cannot be partitioned (not tensors, or 0-dimensional):
@@ -50,17 +55,21 @@ def check_dataset_argument(dataset: Any, task: str | None = None) -> None:
     from torch_geometric.data import HeteroData
 
     if isinstance(dataset, HeteroData):
-        raise DatasetError(
-            "heterogeneous graphs (HeteroData) are not supported yet; pass a homogeneous "
-            "torch_geometric Data (HeteroData.to_homogeneous() merges the types when their "
-            "features have the same width)"
-        )
-    if isinstance(dataset, str):
+        from .hetero import check_hetero_data
+
+        check_hetero_data(dataset, target_type, task)
+        return
+    if isinstance(dataset, str):  # a spec's kind: checked with its target_type when loading
         return
     if not isinstance(dataset, Data):
         raise DatasetError(
-            f"dataset must be a spec string like 'digits' or a torch_geometric Data (got "
-            f"{type(dataset).__name__})"
+            "dataset must be a spec string like 'digits', a torch_geometric Data or HeteroData "
+            f"(got {type(dataset).__name__})"
+        )
+    if target_type is not None:
+        raise DatasetError(
+            f"target_type={target_type!r} names a node type of a heterogeneous graph, but the "
+            "dataset is a homogeneous Data; drop target_type (or pass a HeteroData)"
         )
     source = describe(dataset)
     num_nodes = dataset.num_nodes

@@ -11,11 +11,13 @@ A dataset is named by a spec string ``KIND[:ARG][?key=value&key=value...]``:
     edgelist:/data/g.txt?directed=false&num_nodes=100
     sbm?num_nodes=5000&num_classes=5&avg_degree=12&p_ratio=20
     rmat?scale=16&edge_factor=16            directed power-law graph (alias: powerlaw)
-    ogb:ogbn-arxiv?root=/data/ogb           OGB through ogb's PyG loader
+    ogb:ogbn-arxiv?root=/data/ogb           OGB through ogb's PyG loader (ogbn-mag: typed)
     chunked:/data/g/metadata.json           DGL's chunked graph format, memory-mapped (.chunked)
+    mag?scale=0.05                          synthetic graph shaped like ogbn-mag (typed)
 
 Every kind returns the same canonical form (see :func:`load_dataset`). A new kind is one
-function plus a :func:`register_dataset_kind` decorator.
+function plus a :func:`register_dataset_kind` decorator; a kind whose function returns a
+``HeteroData`` is a typed graph (its homogeneous view, :mod:`~lightning_gnn_dist.data.hetero`).
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 
 from .contract import canonical_features, check_dataset_argument, enforce_contract
 from .errors import DatasetError
 from .formats import read_edgelist, read_metis, read_mtx
 from .graph import canonicalize, distinct_edges
+from .hetero import typed_graph
+from .hetero_sources import mag
 from .limits import check_graph_fits
 from .ogb import DEFAULT_OGB_ROOT, load_ogb
 from .synthetic import add_synthetic_features, random_split_masks, rmat, sbm
@@ -50,6 +54,7 @@ __all__ = [
     "load_digits_graph",
     "parse_dataset_spec",
     "register_dataset_kind",
+    "spec_is_typed",
 ]
 
 #: Options of the step that fills in missing features, labels and masks (with their defaults).
@@ -106,6 +111,8 @@ class DatasetKind:
         canonical (bool): ``load`` returns the canonical form itself (checked, sorted, with
             ``task``), which :func:`load_dataset` returns as it is instead of copying it into
             canonical form (a memory-mapped graph stays on disk). (default: ``False``)
+        typed (bool): ``load`` may return a ``HeteroData`` (a typed graph, which takes
+            ``target_type=``). (default: ``False``)
     """
 
     name: str
@@ -115,6 +122,7 @@ class DatasetKind:
     description: str = ""
     aliases: tuple[str, ...] = ()
     canonical: bool = False
+    typed: bool = False
 
     def usage(self) -> str:
         """E.g. ``"metis:PATH?features=32&classes=8&seed=0"``."""
@@ -136,6 +144,7 @@ def register_dataset_kind(
     description: str = "",
     aliases: tuple[str, ...] = (),
     canonical: bool = False,
+    typed: bool = False,
 ) -> Callable[[Callable[[str | None, dict[str, Any]], Data]], Callable[..., Data]]:
     """Register ``load(arg, options) -> Data`` as the dataset kind ``name``.
 
@@ -147,10 +156,13 @@ def register_dataset_kind(
         aliases (tuple[str, ...]): other names of the kind. (default: ``()``)
         canonical (bool): ``load`` returns the canonical form itself (see
             :class:`DatasetKind`). (default: ``False``)
+        typed (bool): ``load`` may return a ``HeteroData``. (default: ``False``)
     """
 
     def decorator(load: Callable[[str | None, dict[str, Any]], Data]) -> Callable[..., Data]:
-        kind = DatasetKind(name, load, dict(options), arg, description, tuple(aliases), canonical)
+        kind = DatasetKind(
+            name, load, dict(options), arg, description, tuple(aliases), canonical, typed
+        )
         for key in (name, *aliases):
             if key in DATASET_KINDS:
                 raise ValueError(f"dataset kind {key!r} is already registered")
@@ -200,6 +212,20 @@ def parse_dataset_spec(spec: str) -> DatasetSpec:
             raise DatasetError(f"{spec!r}: option {key!r} is given twice")
         options[key] = value.strip()
     return DatasetSpec(kind, arg.strip() if colon else None, options)
+
+
+def spec_is_typed(spec: str) -> bool | None:
+    """Whether the dataset spec names a typed graph: ``True`` (``mag``), ``False`` (a
+    homogeneous kind, or one not registered: loading reports it), or ``None`` when only loading
+    tells (``ogb:NAME``)."""
+    try:
+        parsed = parse_dataset_spec(spec)
+    except DatasetError:
+        return False
+    kind = DATASET_KINDS.get(parsed.kind)
+    if kind is None or not kind.typed:
+        return False
+    return None if kind.arg is not None else True
 
 
 def _convert(source: str, key: str, value: Any, kind: type) -> Any:
@@ -254,13 +280,25 @@ def _typed_options(
     return options
 
 
-def load_dataset(spec: str | Data, *, task: str | None = None, **overrides: Any) -> Data:
+def load_dataset(
+    spec: str | Data | HeteroData,
+    *,
+    task: str | None = None,
+    target_type: str | None = None,
+    **overrides: Any,
+) -> Data:
     """Load a dataset into the project's canonical form.
 
     Args:
-        spec (str or Data): a spec ``KIND[:ARG][?key=value&...]`` (see the module docstring and
-            :data:`DATASET_KINDS`), or an in-memory ``Data``; for a ``Data`` the options are
-            ``features``, ``classes`` and ``seed`` of the synthetic fill-in.
+        spec (str, Data or HeteroData): a spec ``KIND[:ARG][?key=value&...]`` (see the module
+            docstring and :data:`DATASET_KINDS`), or an in-memory ``Data``; for a ``Data`` the
+            options are ``features``, ``classes`` and ``seed`` of the synthetic fill-in. A
+            ``HeteroData`` (or a typed kind: ``mag``, ``ogb:ogbn-mag``) gives its homogeneous
+            view (:func:`~lightning_gnn_dist.data.hetero.typed_graph`; option ``seed``: of the
+            split made when the target type has no masks).
+        task (str, optional): the targets' task (default: inferred from ``y``).
+        target_type (str, optional): a typed graph's node type to predict (default: the one
+            type with ``y``); refused for a homogeneous graph.
         **overrides: option values that replace those of the spec, e.g.
             ``load_dataset("sbm", num_nodes=500)``.
 
@@ -286,6 +324,10 @@ def load_dataset(spec: str | Data, *, task: str | None = None, **overrides: Any)
         >>> data.x.shape, data.num_edges > 0
         (torch.Size([1797, 64]), True)
     """
+    if isinstance(spec, HeteroData):
+        source = "in-memory HeteroData"
+        options = _typed_options(source, {"seed": (int, 0)}, overrides, "HeteroData")
+        return typed_graph(spec, target_type, task, seed=options["seed"])
     if isinstance(spec, Data):
         source = f"in-memory Data ({getattr(spec, 'name', None) or 'unnamed'})"
         options = _typed_options(source, SYNTHETIC_OPTIONS, overrides, "Data")
@@ -311,9 +353,17 @@ def load_dataset(spec: str | Data, *, task: str | None = None, **overrides: Any)
                 f"{quoted}: dataset kind {kind.name!r} takes no ':{parsed.arg}' part; "
                 f"usage: {kind.usage()}"
             )
+        if target_type is not None and not kind.typed:
+            raise DatasetError(
+                f"{quoted}: target_type={target_type!r} names a node type of a heterogeneous "
+                f"graph, but dataset kind {kind.name!r} is homogeneous; drop target_type"
+            )
         given = {**parsed.options, **overrides}
         options = _typed_options(quoted, kind.options, given, kind.name)
         data = kind.load(parsed.arg, {k: options[k] for k in options if k not in ATTRIBUTES})
+        if isinstance(data, HeteroData):
+            name = data["name"] if "name" in data else kind.name
+            return typed_graph(data, target_type, task, name=name)
         name = data.name if isinstance(getattr(data, "name", None), str) else kind.name
         if kind.canonical:
             if task is not None and task != data.task:  # the targets read as another task
@@ -321,6 +371,11 @@ def load_dataset(spec: str | Data, *, task: str | None = None, **overrides: Any)
             data.name = name
             return data
 
+    if target_type is not None:
+        raise DatasetError(
+            f"{source}: target_type={target_type!r} names a node type of a heterogeneous graph, "
+            "but this graph has one type; drop target_type"
+        )
     data = canonicalize(data, source=source)
     if getattr(data, "x", None) is not None:  # checked before teacher labels are made from x
         data.x = canonical_features(data.x, data.num_nodes, source)
@@ -515,7 +570,9 @@ def _proteins(arg: str | None, options: dict[str, Any]) -> Data:
     "ogb",
     options={"root": (str, DEFAULT_OGB_ROOT)},
     arg="NAME",
-    description="OGB node-property dataset via ogb's PygNodePropPredDataset, e.g. ogbn-arxiv",
+    description="OGB node-property dataset via ogb's PygNodePropPredDataset, e.g. ogbn-arxiv "
+    "(ogbn-mag: a typed graph)",
+    typed=True,
 )
 def _ogb(arg: str | None, options: dict[str, Any]) -> Data:
     return load_ogb(arg, root=options["root"])
@@ -533,3 +590,22 @@ def _chunked(arg: str | None, options: dict[str, Any]) -> Data:
     from .chunked import load_chunked
 
     return load_chunked(arg, cache=options["cache"], seed=options["seed"])
+
+
+@register_dataset_kind(
+    "mag",
+    options={
+        "scale": (float, 0.01),
+        "features": (int, 128),
+        "classes": (int, 32),
+        "homophily": (float, 0.7),
+        "signal": (float, 0.6),
+        "reverse": (bool, True),
+        "seed": (int, 0),
+    },
+    description="typed graph shaped like ogbn-mag (paper/author/institution/field_of_study, "
+    "power-law degrees); scale=1 is ogbn-mag's size",
+    typed=True,
+)
+def _mag(arg: str | None, options: dict[str, Any]) -> HeteroData:
+    return mag(**options)

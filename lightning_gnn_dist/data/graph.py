@@ -295,7 +295,9 @@ def remember_fingerprint(data: Data, fingerprint: str) -> None:
 def graph_fingerprint(data: Data) -> str:
     """SHA-256 over the structure, features, labels, masks and every other node and edge
     attribute of ``data`` (hex string; the other attributes after the legacy keys, so a graph
-    without them keeps the fingerprint it had before they were partitioned).
+    without them keeps the fingerprint it had before they were partitioned), then, for a typed
+    graph (:func:`~lightning_gnn_dist.data.hetero.typed_graph`), its types and per-type
+    attributes.
 
     Two graphs share a fingerprint only if a stored partition of one is valid for the other.
     Each tensor is hashed in slices of its own memory (no copy); a fingerprint recorded with
@@ -314,4 +316,7 @@ def graph_fingerprint(data: Data) -> str:
         flat = tensor.numpy().reshape(-1).view(np.uint8)
         for start in range(0, flat.size, _HASH_BLOCK):
             digest.update(flat[start : start + _HASH_BLOCK])
+    typed = getattr(data, "hetero", None)  # a typed graph: its types and per-type attributes
+    if typed is not None:
+        typed.update_digest(digest)
     return digest.hexdigest()

@@ -74,6 +74,20 @@ class LocalPartition:
         link_label: split → ``[n]`` their labels (``0`` marks a stored negative).
         link_label_id: split → ``[n] int64`` each pair's position in its split (what keys its
             negatives' random stream).
+        node_type_offsets: typed graphs only (``None`` otherwise): ``[T + 1] int64`` owned rows
+            of each node type (owned vertices are sorted by ``(node type, id)``).
+        halo_node_type: typed graphs: ``[num_halo] int64`` node type of each halo vertex.
+        edge_type_offsets: typed graphs: ``[R + 1] int64`` local edges of each relation (local
+            edges are sorted by ``(edge type, target)``).
+        part_type_counts: typed graphs: ``[P, T] int64`` vertices of each type on every part.
+        relation_plans: typed graphs: per relation key ``"src__rel__dst"``, the homogeneous
+            halo plan restricted to it (:mod:`~lightning_gnn_dist.data.hetero_local`):
+            ``halo`` (positions in the halo), ``send`` (positions in ``send_index``),
+            ``edge_ids`` (each local edge's position in the relation) and, for a relation
+            within one type, ``halo_degrees`` (``[n, 2]`` its halo rows' global in-degree and
+            self loops in the relation).
+        type_schema: typed graphs: the graph's types, sizes and target type (the store's
+            ``types`` record, :meth:`~lightning_gnn_dist.data.hetero.HeteroSchema.to_meta`).
     """
 
     part_id: int
@@ -103,6 +117,12 @@ class LocalPartition:
     link_label_index: dict[str, Tensor] = field(default_factory=dict)
     link_label: dict[str, Tensor] = field(default_factory=dict)
     link_label_id: dict[str, Tensor] = field(default_factory=dict)
+    node_type_offsets: Tensor | None = None
+    halo_node_type: Tensor | None = None
+    edge_type_offsets: Tensor | None = None
+    part_type_counts: Tensor | None = None
+    relation_plans: dict[str, dict[str, Tensor]] = field(default_factory=dict)
+    type_schema: dict | None = None
 
     def host_offsets(self) -> list[int]:
         """``part_offsets`` as host integers, read once per tensor: on a GPU, reading them

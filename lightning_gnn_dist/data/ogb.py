@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 
 from .errors import DatasetError
 
@@ -78,8 +78,9 @@ def _allow_pyg_unpickling() -> Iterator[None]:
         yield
 
 
-def load_ogb(name: str, root: str | os.PathLike = DEFAULT_OGB_ROOT) -> Data:
-    """Load a homogeneous OGB node-property dataset.
+def load_ogb(name: str, root: str | os.PathLike = DEFAULT_OGB_ROOT) -> Data | HeteroData:
+    """Load an OGB node-property dataset (a heterogeneous one, ``ogbn-mag``, as the
+    ``HeteroData`` of :func:`~lightning_gnn_dist.data.hetero_sources.ogb_hetero`).
 
     Uses ``ogb.nodeproppred.PygNodePropPredDataset(name=name, root=root)`` and its
     ``get_idx_split()``. Edges are kept as OGB stores them (``ogbn-arxiv`` is directed: citing
@@ -106,7 +107,7 @@ def load_ogb(name: str, root: str | os.PathLike = DEFAULT_OGB_ROOT) -> Data:
 
     Raises:
         ImportError: ``ogb`` is not installed.
-        ValueError: an unknown or heterogeneous dataset.
+        ValueError: an unknown dataset.
         DatasetError: ``root`` holds the dataset directory without OGB's ``RELEASE_v*.txt``
             marker (``ogb`` would ask on stdin whether to delete it).
     """
@@ -117,12 +118,13 @@ def load_ogb(name: str, root: str | os.PathLike = DEFAULT_OGB_ROOT) -> Data:
             f"unknown OGB node-property dataset {name!r}; known: {', '.join(sorted(master))}"
         )
     meta = master[name]
-    if meta.get("is hetero") == "True":
-        raise ValueError(
-            f"{name} is a heterogeneous graph; only homogeneous ogbn datasets are supported "
-            "(e.g. ogbn-arxiv, ogbn-products, ogbn-proteins, ogbn-papers100M)"
-        )
     _check_release_marker(Path(root), name, meta.get("version", "1"))
+    if meta.get("is hetero") == "True":  # ogbn-mag: a typed graph (data.hetero_sources)
+        from .hetero_sources import ogb_hetero
+
+        with _allow_pyg_unpickling():
+            dataset = nodeproppred.PygNodePropPredDataset(name=name, root=str(root))
+            return ogb_hetero(dataset[0], name, dataset.get_idx_split())
 
     with _allow_pyg_unpickling():
         dataset = nodeproppred.PygNodePropPredDataset(name=name, root=str(root))

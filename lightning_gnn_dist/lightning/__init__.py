@@ -17,6 +17,9 @@ module                       what it holds
 :mod:`.batch_monitor`        per-batch communication of mini-batch loaders
 :mod:`.module`               :class:`~.module.NodePredictor` (``NodeClassifier``), the reference
                              LightningModule of the three node tasks
+:mod:`.hetero_module`        :class:`~.hetero_module.HeteroNodeClassifier`: the same on typed
+                             graphs (RGCN, ``to_hetero(GraphSAGE)``)
+:mod:`.hetero_data`          what the node datamodule does for a typed graph (``HeteroData``)
 :mod:`.metrics`              losses and synchronised metrics of each task, unlabelled left out
 :mod:`.launcher`             the subprocess launcher: one-line rank failures, clean exits
 :mod:`.reports`              a rank's failure report, read by rank 0 or by ``emulate`` (light)

@@ -16,7 +16,9 @@ from rich.table import Table
 from lightning_gnn_dist.comm.base import traffic_row_bytes
 from lightning_gnn_dist.comm.cached import STATISTIC_FIELDS
 from lightning_gnn_dist.lightning.compat import LightningNeutral
+from lightning_gnn_dist.nn.hetero import relation_of_module
 from lightning_gnn_dist.partition.placement import Topology
+from lightning_gnn_dist.partition.types import stored_relation_metrics
 from lightning_gnn_dist.partition.vertex_cut import VertexCutMetrics
 
 if TYPE_CHECKING:  # annotations only; the classes work with either namespace
@@ -139,6 +141,11 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
     far endpoints' embedding rows and their gradients), ``score.ids`` ``request`` (their ids)
     and ``score`` ``control`` (the per-step request counts), each predicted from the step's
     pairs (:mod:`~lightning_gnn_dist.comm.score`).
+    On a typed graph (``HeteroData``) the layers of ``to_hetero``/``HeteroConv``/``HGTConv``
+    exchange per relation: each record is one relation's (``relation`` in :attr:`history`, the
+    relation key ending the layer's name) and its ``predicted_bytes_total`` comes from that
+    relation's metrics in the store; layers on the homogeneous view (RGCN) are predicted from
+    the part's homogeneous metrics.
 
     With ``exchange="rdm"`` the records are redistributions (``forward``/``backward``) and panel
     exchanges (``forward-panel``/``backward-panel``) of each layer, their ``rows`` are elements,
@@ -221,11 +228,14 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
         peer_matrix = gathered[:, -1 - world : -1]
         stats = gathered[:, : -1 - world].view(world, -1, len(_FIELDS))
         metrics = store.metrics
+        relations = stored_relation_metrics(store.meta)  # a typed graph's, per relation
         comm_seconds = torch.zeros(trainer.world_size, dtype=torch.float64)
         predicted_matrix = np.zeros((world, world))
         logged: dict[str, float] = {}
         for i, (layer, direction, traffic) in enumerate(items):
             per_rank = {f: stats[:, i, k] for k, f in enumerate(_FIELDS)}
+            relation = relation_of_module(layer, relations) if relations else None
+            layer_metrics = metrics if relation is None else relations[relation]
             # rdm records its prediction as it runs (it depends on the order in use)
             recorded = None if mode is None else counter.predicted_peer_bytes(layer, direction)
             if mode is None or getattr(trainer.datamodule, "loader", "full") == "subgraph":
@@ -235,7 +245,7 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
             elif recorded is not None:
                 predicted = recorded.sum(axis=1)
             else:
-                predicted = mode.predicted_bytes_sent(metrics, layer, direction, traffic)
+                predicted = mode.predicted_bytes_sent(layer_metrics, layer, direction, traffic)
             # what the same rows would have moved as fp32 (4 bytes per element)
             fp32_bytes = int(per_rank["rows_sent"].sum()) * traffic.width * 4
             if direction == "control":  # flags and codec agreement: never encoded
@@ -255,8 +265,10 @@ class CommunicationMonitor(LightningNeutral, lightning_base="callbacks.Callback"
                 "messages_max": int(per_rank["messages_sent"].max()),
                 "seconds_max": float(per_rank["seconds"].max()),
             }
+            if relations:  # a typed graph: the relation a layer's rows belong to (or None)
+                row["relation"] = relation
             comm_seconds += per_rank["seconds"]
-            pair_rows = None if mode is None else mode.predicted_peer_rows(metrics, direction)
+            pair_rows = None if mode is None else mode.predicted_peer_rows(layer_metrics, direction)
             if topology is not None:  # several nodes: the bytes per level
                 row.update(_split(per_rank, recorded, pair_rows, traffic, topology))
             if recorded is not None and predicted_matrix is not None:

@@ -39,6 +39,7 @@ from lightning_gnn_dist.lightning.compat import (
     namespace_of,
 )
 from lightning_gnn_dist.lightning.datamodule import GraphPartitionDataModule
+from lightning_gnn_dist.lightning.hetero_module import HeteroNodeClassifier
 from lightning_gnn_dist.lightning.module import NodePredictor
 from lightning_gnn_dist.lightning.strategy import GNN_STRATEGIES, GNNStrategy
 
@@ -273,7 +274,7 @@ def model_namespace(args: Sequence[str]) -> str:
     model_class = _import_class(class_path)
     if not isinstance(model_class, type) or not (
         issubclass(model_class, lightning_classes("LightningModule"))
-        or issubclass(model_class, NodePredictor)
+        or issubclass(model_class, (NodePredictor, HeteroNodeClassifier))
         or _neutral_module(model_class)
     ):
         raise CLIError(

@@ -13,10 +13,12 @@ from torch_geometric.data import Data
 from lightning_gnn_dist.comm.messages import host_group
 from lightning_gnn_dist.data.attributes import batch_attributes
 from lightning_gnn_dist.data.eval_batch import split_first
+from lightning_gnn_dist.data.hetero_local import is_typed_part
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.sampler import check_fanouts
 from lightning_gnn_dist.data.subgraph_sampler import check_sampler_name, check_subgraph_size
 from lightning_gnn_dist.lightning.auto_plan import AUTO
+from lightning_gnn_dist.lightning.hetero_data import check_typed_arguments, typed_setup
 from lightning_gnn_dist.lightning.partitioned_data import PartitionedDataModule
 from lightning_gnn_dist.loaders.neighbor import NeighborLoader, NeighborLoaders
 from lightning_gnn_dist.loaders.subgraph import SubgraphLoader
@@ -112,9 +114,13 @@ class GraphPartitionDataModule(PartitionedDataModule):
             ``[N, k]`` (0/1, ``NaN`` = unlabelled) or real targets ``[N]``/``[N, k]``
             (``NaN`` = unlabelled); every tensor with one row per vertex or per edge is
             partitioned with it. A ``Data`` without masks trains on a seeded random 60/20/20
-            split (a warning says so). Refused here, naming the attribute: ``HeteroData`` (not
-            supported yet), ``NaN`` features, a tensor with neither ``N`` nor ``E`` rows, a
-            name the loaders set themselves; attributes that cannot be partitioned (not
+            split (a warning says so). A ``HeteroData`` (or a typed spec: ``mag``,
+            ``ogb:ogbn-mag``) is a typed graph: partitioned over all its types at once, its
+            batches are ``HeteroData`` (the guide "Heterogeneous graphs";
+            :mod:`~lightning_gnn_dist.data.hetero`). Refused here, naming the attribute:
+            ``NaN`` features, a tensor with neither ``N`` nor ``E`` rows, a name the loaders
+            set themselves, and for a ``HeteroData`` no labels on the target type or a
+            relation whose node types are missing; attributes that cannot be partitioned (not
             tensors) are named in a warning and dropped. (default: ``"digits"``)
         method (str, optional): partition method (``hypergraph``, ``metis``, ``random``, ...), or
             ``"auto"``: rank 0 predicts every candidate plan (partitioner × exchange mode, see
@@ -151,8 +157,11 @@ class GraphPartitionDataModule(PartitionedDataModule):
             PyG's ``NeighborLoader`` layout, see
             :class:`~lightning_gnn_dist.loaders.NeighborLoader`; ``GNNStrategy`` then averages
             gradients like DDP). (default: ``"full"``)
-        num_neighbors (list[int], optional): fan-out per hop for ``loader="neighbor"``, ``-1``
-            for all in-neighbours. (default: ``None``)
+        num_neighbors (list[int] or dict, optional): fan-out per hop for ``loader="neighbor"``,
+            ``-1`` for all in-neighbours; for a typed graph also PyG's dict per relation
+            (``{("paper", "cites", "paper"): [15, 10], ...}``, any fan-out including ``0``;
+            relations left out get ``0``; a relation the graph does not have is refused).
+            (default: ``None``)
         batch_size (int): seeds per step and rank at most. (default: ``1``)
         shuffle (bool): reshuffle the training seeds every epoch. (default: ``False``)
         replace (bool): sample neighbours with replacement. (default: ``False``)
@@ -206,6 +215,9 @@ class GraphPartitionDataModule(PartitionedDataModule):
             classes, 0/1 columns, other floats; integral floats of one column stay classes),
             see :mod:`~lightning_gnn_dist.data.targets`. Read the stored one from
             :attr:`task` and :attr:`num_tasks`. (default: ``None``)
+        target_type (str, optional): a typed graph's node type to predict; refused for a
+            homogeneous graph, and an unknown type is refused naming the types. (default: the
+            one type with ``y``)
 
     Integrity: ``prepare_data`` refuses a store with an edited ``meta.json`` or a missing or
     resized file (cheap: no file is read), and each rank hashes the one part it loads in
@@ -241,6 +253,7 @@ class GraphPartitionDataModule(PartitionedDataModule):
         plan_options: dict[str, Any] | None = None,
         placement: str = "naive",
         task: str | None = None,
+        target_type: str | None = None,
     ) -> None:
         given = {k: v for k, v in locals().items() if k in _LOADER_OPTIONS}
         _check_values(loader, eval_loader, given)
@@ -248,9 +261,12 @@ class GraphPartitionDataModule(PartitionedDataModule):
             raise ValueError("loader='neighbor' needs num_neighbors, e.g. [25, 10]")
         if loader == "subgraph" and subgraph_size is None:
             raise ValueError("loader='subgraph' needs subgraph_size (vertices, or a fraction < 1)")
-        if num_neighbors is not None:
+        typed = check_typed_arguments(
+            dataset, target_type, loader, eval_loader, method, num_neighbors, eval_num_neighbors
+        )
+        if num_neighbors is not None and not typed:
             num_neighbors = check_fanouts("num_neighbors", num_neighbors)
-        if eval_num_neighbors is not None:
+        if eval_num_neighbors is not None and not typed:
             eval_num_neighbors = check_fanouts("eval_num_neighbors", eval_num_neighbors)
         if subgraph_size is not None:
             subgraph_size = check_subgraph_size(subgraph_size)
@@ -274,6 +290,7 @@ class GraphPartitionDataModule(PartitionedDataModule):
             placement=placement,
             batch_sampler={"sampler": subgraph_sampler, "subgraph_size": subgraph_size},
             task=task,
+            target_type=target_type,
         )
         _check_other_loaders(loader, given, self.method)
         if self.partition_kind != "vertex" and loader != "full":
@@ -305,6 +322,9 @@ class GraphPartitionDataModule(PartitionedDataModule):
             return
         part = self.load_part()
         store = self.store
+        if is_typed_part(part):  # a typed graph: HeteroData batches (lightning.hetero_data)
+            self.batch, self.neighbor_loaders = typed_setup(self, part)
+            return
         self.batch = Data(
             x=part.x,
             y=part.y,

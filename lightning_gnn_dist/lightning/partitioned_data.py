@@ -16,8 +16,9 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 
+from lightning_gnn_dist.data.hetero import HeteroSchema
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.targets import check_task
 from lightning_gnn_dist.data.vertex_cut import VertexCutPart
@@ -127,7 +128,8 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
     (documented there); ``batch_sampler`` holds ``{"sampler": ..., "subgraph_size": ...}``, the
     batch sampler a ``stochastic-hypergraph`` partition is made for (ignored by other methods);
     ``task`` is the node targets' task (``None``: inferred from ``y``, see
-    :mod:`~lightning_gnn_dist.data.targets`).
+    :mod:`~lightning_gnn_dist.data.targets`); ``target_type`` a typed graph's node type to
+    predict (``None``: the one type with ``y``; :mod:`~lightning_gnn_dist.data.hetero`).
 
     A subclass calls :meth:`load_part` in its ``setup``.
     """
@@ -148,14 +150,21 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
         placement: str = "naive",
         batch_sampler: dict[str, Any] | None = None,
         task: str | None = None,
+        target_type: str | None = None,
     ) -> None:
         super().__init__()
         from lightning_gnn_dist.costmodel.plan_options import check_plan_options
-        from lightning_gnn_dist.data.datasets import check_dataset_argument
+        from lightning_gnn_dist.data.datasets import check_dataset_argument, spec_is_typed
         from lightning_gnn_dist.partition import get_partitioner
 
         check_task(task)
-        check_dataset_argument(dataset, task)
+        check_dataset_argument(dataset, task, target_type)
+        if isinstance(dataset, str) and target_type is not None:
+            if spec_is_typed(dataset) is False:
+                raise ValueError(
+                    f"{dataset!r}: target_type={target_type!r} names a node type of a "
+                    "heterogeneous graph, but this dataset kind is homogeneous; drop target_type"
+                )
         # An existing store given as `store=` supplies what was not given explicitly.
         stored_meta = _stored_meta(store) if store is not None and not force else None
         stored = None if stored_meta is None else dict(stored_meta["settings"])
@@ -207,6 +216,7 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
         self.root, self.seed, self.epsilon, self.store_dir = root, seed, epsilon, store
         self.verify_dataset, self.force = verify_dataset, force
         self._task_option = task
+        self._target_type = target_type
         self.local_partition: LocalPartition | VertexCutPart | None = None
         self._store: PartitionStore | None = None
         self._graph_digest: str | None = None  # an unnamed in-memory graph's, hashed once
@@ -239,6 +249,8 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
         settings = {"format_version": FORMAT_VERSION, **self.partitioner.settings()}
         if self._task_option is not None:  # the same graph's targets read as another task
             settings["task"] = self._task_option
+        if self._target_type is not None:  # the same typed graph, another type predicted
+            settings["target_type"] = self._target_type
         settings = json.dumps(settings, sort_keys=True)
         digest = hashlib.sha256(settings.encode()).hexdigest()[:8]
         name = f"{slug}-{self.method}-p{self._parts()}-s{self.seed}-e{self.epsilon:g}-{digest}"
@@ -280,6 +292,9 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
 
     @property
     def _dataset_name(self) -> str:
+        if isinstance(self.dataset, HeteroData):
+            name = self.dataset["name"] if "name" in self.dataset else None
+            return str(name or "hetero")
         if isinstance(self.dataset, Data):
             return str(getattr(self.dataset, "name", None) or "graph")
         return self.dataset
@@ -289,6 +304,15 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
         """The dataset's part of a store folder's name: its name, or for an in-memory graph
         without a name ``graph-<12 hex digits of its fingerprint>``, so that two different
         unnamed graphs never share a folder (the graph is hashed once per module)."""
+        if isinstance(self.dataset, HeteroData):
+            name = self.dataset["name"] if "name" in self.dataset else None
+            if isinstance(name, str) and name:
+                return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:80]
+            if self._graph_digest is None:
+                from lightning_gnn_dist.data.hetero import hetero_fingerprint
+
+                self._graph_digest = hetero_fingerprint(self.dataset)
+            return f"hetero-{self._graph_digest}"
         name = getattr(self.dataset, "name", None) if isinstance(self.dataset, Data) else None
         if isinstance(self.dataset, Data) and not (isinstance(name, str) and name):
             if self._graph_digest is None:
@@ -303,11 +327,14 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
         once which split it trains on (a seeded random 60/20/20 one)."""
         from lightning_gnn_dist.data.datasets import load_dataset
 
-        data = load_dataset(self.dataset, task=self._task_option)
+        data = load_dataset(self.dataset, task=self._task_option, target_type=self._target_type)
         masks = ("train_mask", "val_mask", "test_mask")
         made_up = isinstance(self.dataset, Data) and all(
             getattr(self.dataset, key, None) is None for key in masks
         )
+        if isinstance(self.dataset, HeteroData):
+            target = self.dataset[data.hetero.schema.target_type]
+            made_up = all(key not in target for key in masks)
         rank = getattr(self.trainer, "global_rank", 0) if self.trainer is not None else 0
         if made_up and not self._split_warned and rank == 0:
             self._split_warned = True
@@ -408,6 +435,21 @@ class PartitionedDataModule(AutoPlanMixin, LightningNeutral, lightning_base="Lig
     def task(self) -> str:
         """The targets' task: ``"multiclass"``, ``"multilabel"`` or ``"regression"``."""
         return self._task_option or stored_target(self.store.meta)["task"]
+
+    @property
+    def hetero_schema(self) -> HeteroSchema | None:
+        """A typed graph's types, sizes and target type (``None`` for a homogeneous graph)."""
+        types = self.store.meta.get("types")
+        return None if types is None else HeteroSchema.from_meta(types)
+
+    def type_feature_widths(self) -> dict[str, int]:
+        """``{node type: d}`` of every node type with features ``x`` of a typed graph."""
+        widths = {}
+        for name, record in self.node_attrs.items():
+            node_type, _, attribute = name.rpartition("/")
+            if node_type and attribute == "x":
+                widths[node_type] = int(record["shape"][0]) if record["shape"] else 1
+        return widths
 
     @property
     def num_tasks(self) -> int:

@@ -39,9 +39,11 @@ from lightning_gnn_dist.comm.codec import (
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.rdm import ORDER_CHOICES, check_codec_option
 from lightning_gnn_dist.comm.rdm_plan import parse_order
+from lightning_gnn_dist.data.hetero_local import is_typed_part
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.targets import labelled_per_vertex
 from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral, lightning_classes
+from lightning_gnn_dist.lightning.hetero_data import dataset_is_typed
 from lightning_gnn_dist.lightning.launcher import (
     GNNMultiProcessingLauncher,
     GNNSubprocessLauncher,
@@ -59,6 +61,7 @@ from lightning_gnn_dist.lightning.resume import (
 from lightning_gnn_dist.lightning.strategy_names import GNN_STRATEGIES, strategy_description
 from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
 from lightning_gnn_dist.nn.distribute import distribute
+from lightning_gnn_dist.nn.hetero import RELATION_MODES, is_sharded, sharded_rows, whole_tables
 from lightning_gnn_dist.nn.sampled import SampledBatchContext
 from lightning_gnn_dist.nn.trim import trim_per_hop
 from lightning_gnn_dist.nn.vertex_cut import check_reductions
@@ -308,6 +311,12 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             )
         if loader == "neighbor":
             check_fetch_codec(self.codec_policy)  # the fetch's codec must be fixed
+        typed = dataset_is_typed(getattr(datamodule, "dataset", None))
+        if typed and loader == "full" and self.exchange_mode not in RELATION_MODES:
+            raise ValueError(
+                f"exchange={self.exchange_mode!r} does not run on typed graphs (per-relation "
+                f"halo exchange); use exchange {' or '.join(map(repr, RELATION_MODES))}"
+            )
         if loader in ("neighbor", "subgraph") and self.exchange_mode not in ("p2p", "broadcast"):
             why = (
                 "caches nothing across sampled batches (each has its own plan)"
@@ -392,6 +401,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             log.info("exchange='auto': %s (%s)", plan.pick.name, plan.reason)
 
     def setup(self, trainer) -> None:
+        self._ignore_sharded()
         datamodule = trainer.datamodule
         if self.requested_exchange == AUTO:
             self._apply_plan(datamodule)
@@ -425,25 +435,34 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             self._set_fetch_codec(datamodule)
             self._restore_rank_state(trainer, None)
             full_eval = getattr(datamodule, "eval_loader", "neighbor") == "full"
-            distribute(
-                self.lightning_module, ("neighbor", "vertex") if full_eval else ("neighbor",)
-            )
+            kinds = ("neighbor", "vertex") if full_eval else ("neighbor",)
+            if is_typed_part(partition):  # typed batches are complete (PyG's layers)
+                kinds = ("hetero",)
+            distribute(self.lightning_module, kinds)
             trim_per_hop(self.lightning_module)  # PyG's models compute what the seeds need
             super().setup(trainer)
             return
-        distribute(self.lightning_module)
+        kind = "hetero" if is_typed_part(partition) else getattr(partition, "kind", "vertex")
+        distribute(self.lightning_module, (kind,))
         self.graph_context = self._make_context(partition, self.comm_counters["train"])
         self._restore_rank_state(trainer, self.graph_context.exchange)
         if self.loss_reduction == "mean" and partition.train_mask is not None:
             self._loss_weight = _labelled_share(partition, _global_train_labels(datamodule))
         self._full_loss_weight = self._loss_weight
-        kind = getattr(partition, "kind", "vertex")
         distribute(self.lightning_module, (kind,))
         check_reductions(self.lightning_module, self.graph_context.exchange)
         # distribute() already synchronised every BatchNorm (on CPU too); torch's SyncBatchNorm,
         # which Trainer(sync_batchnorm=True) would swap in, needs a GPU and would undo that.
         self._layer_sync = None
         super().setup(trainer)
+
+    def _ignore_sharded(self) -> None:
+        """Leave each rank's own rows of a featureless type (sharded parameters) out of the
+        state synchronisation Lightning runs before validate/test/predict (DDP's ignore list)."""
+        module = self.lightning_module
+        names = [name for name, p in module.named_parameters() if is_sharded(p)]
+        if names:
+            module._ddp_params_and_buffers_to_ignore = names
 
     def _set_fetch_codec(self, datamodule) -> None:
         """The neighbour loader's remote feature fetch encodes with this strategy's codec."""
@@ -461,7 +480,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     def configure_ddp(self) -> None:
         # No DDP wrapper (it would average gradients); start from rank 0's parameters instead.
         for tensor in [*self.model.parameters(), *self.model.buffers()]:
-            dist.broadcast(tensor.data, src=0)
+            if not is_sharded(tensor):  # each rank's own rows of a featureless type
+                dist.broadcast(tensor.data, src=0)
 
     # -- checkpoints: per-rank state (design §4: the exchange's cache is part of the checkpoint) --
     def save_checkpoint(
@@ -474,10 +494,16 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             "exchange": self._exchange_state(),
             "codec": self.codec_policy.state_dict(),
         }
+        sharded = sharded_rows(self.lightning_module)  # featureless types' rows, per owner
+        if sharded:
+            state["sharded"] = sharded
+            state["sharded_optimizer"] = self._sharded_optimizer_state()
         ranks = [state]
         if dist.is_available() and dist.is_initialized() and self.world_size > 1:
             ranks = [None] * self.world_size if self.is_global_zero else None
             dist.gather_object(state, ranks, dst=0)
+        if self.is_global_zero and sharded:  # the whole tables, as one process would save them
+            checkpoint["state_dict"].update(whole_tables([r.pop("sharded") for r in ranks]))
         if self.is_global_zero:
             checkpoint[CHECKPOINT_KEY] = {
                 "format": FORMAT_VERSION,
@@ -507,6 +533,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         if "codec" in state:
             self.codec_policy.load_state_dict(state["codec"])
         self._resume_rng = state["rng"]
+        self._resume_sharded = state.get("sharded_optimizer")
 
     # Lightning registers its SIGTERM handler right before a stage runs; ours takes over.
     def on_validation_start(self) -> None:
@@ -529,6 +556,25 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         if self._resume_rng is not None:
             set_rng_state(self._resume_rng)
             self._resume_rng = None
+        resumed, self._resume_sharded = getattr(self, "_resume_sharded", None), None
+        if resumed:  # this rank's optimizer state of its own rows (the checkpoint's is rank 0's)
+            for (i, j), values in resumed.items():
+                optimizer = self.optimizers[i]
+                parameter = [p for g in optimizer.param_groups for p in g["params"]][j]
+                optimizer.state[parameter] = values
+
+    def _sharded_optimizer_state(self) -> dict[tuple[int, int], dict]:
+        """``{(optimizer, parameter position): state}`` of this rank's sharded parameters."""
+        out = {}
+        for i, optimizer in enumerate(self.optimizers):
+            params = [p for g in optimizer.param_groups for p in g["params"]]
+            for j, parameter in enumerate(params):
+                if is_sharded(parameter) and parameter in optimizer.state:
+                    out[(i, j)] = {
+                        k: v.detach().clone() if isinstance(v, Tensor) else v
+                        for k, v in optimizer.state[parameter].items()
+                    }
+        return out
 
     def on_train_end(self) -> None:
         super().on_train_end()
@@ -550,7 +596,11 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         return closure_loss
 
     def post_backward(self, closure_loss: Tensor) -> None:
-        params = [p for p in self.lightning_module.parameters() if p.requires_grad]
+        # A sharded parameter (a featureless type's rows, nn.hetero.ShardedEmbedding) holds this
+        # rank's rows only, with their whole gradient: it takes no part in the all-reduce.
+        params = [
+            p for p in self.lightning_module.parameters() if p.requires_grad and not is_sharded(p)
+        ]
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)

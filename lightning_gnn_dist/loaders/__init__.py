@@ -9,17 +9,27 @@ loader                    what one step is
                           (through a :class:`PartitionedGraphStore`)
 :class:`SubgraphLoader`   paper 000's shared sampled subgraph, split by the vertex partition,
                           with a per-batch halo plan
+:class:`HeteroNeighborLoader` the neighbour loader on a typed graph: per-relation fan-outs,
+                          PyG's ``HeteroData`` batches (:class:`TypedGraphStore`)
 ========================= =====================================================================
 """
 
 from lightning_gnn_dist.loaders.graph_store import LocalGraphStore, PartitionedGraphStore
+from lightning_gnn_dist.loaders.hetero_neighbor import (
+    HeteroNeighborLoader,
+    HeteroNeighborLoaders,
+    TypedGraphStore,
+)
 from lightning_gnn_dist.loaders.neighbor import NeighborLoader, NeighborLoaders
 from lightning_gnn_dist.loaders.subgraph import SubgraphLoader
 
 __all__ = [
+    "HeteroNeighborLoader",
+    "HeteroNeighborLoaders",
     "LocalGraphStore",
     "NeighborLoader",
     "NeighborLoaders",
     "PartitionedGraphStore",
     "SubgraphLoader",
+    "TypedGraphStore",
 ]

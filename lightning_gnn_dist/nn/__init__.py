@@ -3,13 +3,15 @@
 Importing the package registers every graph context in
 :data:`~lightning_gnn_dist.nn.context.CONTEXTS` (the vertex-cut context registers itself from
 :mod:`~lightning_gnn_dist.nn.vertex_cut`, RDM's from :mod:`~lightning_gnn_dist.nn.rdm`; the base
-module imports none of them).
+module imports none of them; a typed graph's, from :mod:`~lightning_gnn_dist.nn.hetero`).
 """
 
 from lightning_gnn_dist.nn.context import GraphContext, current_graph_context, use_graph_context
 from lightning_gnn_dist.nn.conv import DistGATConv, DistGCNConv, DistGraphConv, DistSAGEConv
 from lightning_gnn_dist.nn.distribute import distribute
 from lightning_gnn_dist.nn.fused import use_sparse_aggregation
+from lightning_gnn_dist.nn.hetero import HeteroGraphContext, ShardedEmbedding
+from lightning_gnn_dist.nn.hetero_models import HeteroRGCN, HeteroSAGE, TypeEncoder
 from lightning_gnn_dist.nn.layers import LAYER_TABLE, declare_exact_layer
 from lightning_gnn_dist.nn.models import GAT, GCN, DeeperGCN, GraphSAGE, build_model
 from lightning_gnn_dist.nn.norm import DistBatchNorm
@@ -27,8 +29,13 @@ __all__ = [
     "DistSAGEConv",
     "GraphContext",
     "GraphSAGE",
+    "HeteroGraphContext",
+    "HeteroRGCN",
+    "HeteroSAGE",
     "LAYER_TABLE",
     "RDMContext",
+    "ShardedEmbedding",
+    "TypeEncoder",
     "VertexCutContext",
     "build_model",
     "current_graph_context",

@@ -226,8 +226,11 @@ exchange for modes with a context of their own (``exchange.graph_context``, e.g.
 
 def make_graph_context(partition, exchange: HaloExchange) -> GraphContext:
     """The graph context of ``exchange`` if it names one (``rdm``), else of ``partition``'s
-    kind (vertex partition or vertex cut)."""
+    kind (vertex partition or vertex cut; a typed graph's part: ``"typed"``, one context per
+    relation, :mod:`~lightning_gnn_dist.nn.hetero`)."""
     kind = getattr(exchange, "graph_context", None) or getattr(partition, "kind", "vertex")
+    if kind == "vertex" and getattr(partition, "node_type_offsets", None) is not None:
+        kind = "typed"
     return CONTEXTS[kind](partition, exchange)
 
 

@@ -4,11 +4,14 @@ Each is a subclass of the PyG layer with the same parameters and state dict. Out
 context it *is* the PyG layer; inside one (see :mod:`lightning_gnn_dist.nn.context`) ``x`` holds
 the owned rows ``[num_owned, d]``, ``edge_index`` the local graph (sources ``[owned | halo]``),
 and the layer fetches the halo rows through the context's exchange. The output has the owned
-rows only. A context that computes whole layers (``exchange="rdm"``) answers
-:meth:`~lightning_gnn_dist.nn.context.GraphContext.layer_output` instead. A complete context (a
-sampled neighbour batch, :attr:`~lightning_gnn_dist.nn.context.GraphContext.complete`) has no
-halo: the layers are their PyG base classes there (``GCNConv`` with the batch's global degrees),
-so a model trimmed per hop may pass bipartite ``(x_src, x_dst)`` inputs.
+rows only. A bipartite input ``(x_src, x_dst)`` holds the owned rows of the sources and of the
+targets (a typed graph's relation, :mod:`~lightning_gnn_dist.nn.hetero`): the halo rows complete
+``x_src`` and the output has ``x_dst``'s rows. A context that computes whole layers
+(``exchange="rdm"``) answers :meth:`~lightning_gnn_dist.nn.context.GraphContext.layer_output`
+instead. A complete context (a sampled neighbour batch,
+:attr:`~lightning_gnn_dist.nn.context.GraphContext.complete`) has no halo: the layers are their
+PyG base classes there (``GCNConv`` with the batch's global degrees), so a model trimmed per hop
+may pass bipartite ``(x_src, x_dst)`` inputs.
 """
 
 from __future__ import annotations
@@ -39,18 +42,19 @@ class _Distributed:
         one and inside a complete one (a sampled neighbour batch: every row is local, the layer
         is its PyG base class and may take the bipartite inputs of a model trimmed per hop).
 
+        A bipartite ``(x_src, x_dst)`` pair holds owned source and target rows (a typed
+        graph's relation): the halo rows complete ``x_src``.
+
         Raises:
-            NotImplementedError: ``x`` is a bipartite ``(x_src, x_dst)`` pair in a context with
-                a halo (whose edges index ``[owned | halo]`` rows of one tensor).
+            NotImplementedError: ``x`` is neither a tensor nor a pair whose sources are one.
         """
         ctx = current_graph_context()
         if ctx is None or ctx.complete:
             return None
-        if not isinstance(x, Tensor):
+        if not isinstance(_sources(x), Tensor):
             raise NotImplementedError(
                 f"{type(self).__name__} ({self._name()}): distributed mode takes one feature "
-                "tensor; bipartite (x_src, x_dst) inputs (a model trimmed per hop) run only on "
-                "complete batches (loader='neighbor')"
+                "tensor or a bipartite (x_src, x_dst) pair of owned rows; got no source rows"
             )
         return ctx
 
@@ -58,6 +62,18 @@ class _Distributed:
     def exchange_width(self) -> int:
         """Columns of the rows this layer exchanges per halo row."""
         return self.in_channels if isinstance(self.in_channels, int) else self.in_channels[0]
+
+
+def _sources(x):
+    """The source rows of a layer input: ``x``, or ``x[0]`` of a bipartite pair."""
+    return x[0] if isinstance(x, (tuple, list)) else x
+
+
+def _with_halo(ctx: GraphContext, x, name: str) -> tuple[Tensor, Tensor | None]:
+    """``(x_all, x_dst)``: the sources' ``[owned | halo]`` rows and the targets' owned rows
+    (``None`` for one feature tensor, whose targets are ``x_all``'s first rows)."""
+    x_src, x_dst = x if isinstance(x, (tuple, list)) else (x, None)
+    return torch.cat([x_src, ctx.exchange(x_src, name)]), x_dst
 
 
 class DistGCNConv(_Distributed, GCNConv):
@@ -178,9 +194,9 @@ class DistSAGEConv(_Distributed, SAGEConv):
             return self._transform_first(ctx, x, edge_index, size)
         if ctx is None:
             return super().forward(x, edge_index, size)
-        halo = ctx.exchange(x, self._name())
-        x_all = torch.cat([x, halo])
-        return super().forward((x_all, x), edge_index, (x_all.size(0), x.size(0)))
+        x_all, x_dst = _with_halo(ctx, x, self._name())
+        x_dst = x if x_dst is None else x_dst
+        return super().forward((x_all, x_dst), edge_index, (x_all.size(0), x_dst.size(0)))
 
     def _transform_first(self, ctx, x, edge_index: Tensor, size) -> Tensor:
         x_src, x_dst = x if isinstance(x, (tuple, list)) else (x, x)
@@ -215,9 +231,10 @@ class DistGraphConv(_Distributed, GraphConv):
         out = ctx.layer_output(self, x, edge_weight)
         if out is not None:
             return out
-        halo = ctx.exchange(x, self._name())
-        x_all = torch.cat([x, halo])
-        return super().forward((x_all, x), edge_index, edge_weight, (x_all.size(0), x.size(0)))
+        x_all, x_dst = _with_halo(ctx, x, self._name())
+        x_dst = x if x_dst is None else x_dst
+        sizes = (x_all.size(0), x_dst.size(0))
+        return super().forward((x_all, x_dst), edge_index, edge_weight, sizes)
 
 
 class DistGATConv(_Distributed, GATConv):
@@ -242,8 +259,11 @@ class DistGATConv(_Distributed, GATConv):
         out = ctx.layer_output(self, x)
         if out is not None:
             return out
-        halo = ctx.exchange(x, self._name())
-        return super().forward(torch.cat([x, halo]), edge_index, edge_attr)[: x.size(0)]
+        x_all, x_dst = _with_halo(ctx, x, self._name())
+        if x_dst is None:
+            return super().forward(x_all, edge_index, edge_attr)[: x.size(0)]
+        sizes = (x_all.size(0), x_dst.size(0))
+        return super().forward((x_all, x_dst), edge_index, edge_attr, sizes)
 
 
 DISTRIBUTED_LAYERS = {

@@ -125,11 +125,17 @@ def _exchange_input(module: nn.Module, args: tuple, kwargs: dict):
     if ctx is None or ctx.complete:  # a complete (sampled) batch: every row is here already
         return None
     x = args[0] if args else kwargs.get("x")
+    if isinstance(x, (tuple, list)) and len(x) == 2 and isinstance(x[0], torch.Tensor):
+        # Owned source and target rows (a typed graph's relation): the halo completes the
+        # sources; the output has the targets' rows.
+        x_all = (torch.cat([x[0], ctx.exchange(x[0], module.layer_name)]), x[1])
+        if args:
+            return (x_all, *args[1:]), kwargs
+        return args, {**kwargs, "x": x_all}
     if not isinstance(x, torch.Tensor):
         raise NotImplementedError(
-            f"{type(module).__name__} ({module.layer_name}): distributed mode needs a single feature "
-            "tensor as first argument; bipartite (x_src, x_dst) inputs (a model trimmed per hop) "
-            "run only on complete batches (loader='neighbor')"
+            f"{type(module).__name__} ({module.layer_name}): distributed mode needs a feature "
+            "tensor, or a bipartite (x_src, x_dst) pair of owned rows, as first argument"
         )
     x_all = torch.cat([x, ctx.exchange(x, module.layer_name)])
     if isinstance(module, PAIR_INPUT_LAYERS):

@@ -20,6 +20,14 @@ A *kind* groups the modes that run a layer the same way:
   accepted here (``GCNConv`` normalises with the global degrees the loader fetches); sampled
   fan-outs are an estimator (PyG ``NeighborLoader`` semantics). Batches carry the sampled edges'
   attributes.
+* ``"hetero"`` — a typed graph (``HeteroData``) on a vertex partition, full batch
+  (:mod:`~lightning_gnn_dist.nn.hetero`): the layers of ``to_hetero(model, metadata)`` and
+  ``HeteroConv`` run per relation, bipartite ``(x_src, x_dst)`` inputs included, each with the
+  relation's halo rows (``GCNConv``: the relation's global degrees; PyG takes it on relations
+  within one type only); ``RGCNConv``, ``FastRGCNConv`` and ``RGATConv`` run on the homogeneous
+  view with ``edge_type``; ``HGTConv`` on ``x_dict`` with every relation's halo rows. Typed
+  neighbour batches (``loader="neighbor"``) are complete: the layers are PyG's there, with the
+  batch's degrees.
 
 :data:`EDGE_INPUTS` lists the edge weights or features each layer takes (the table's edge
 column): the batch's edge attributes in ``edge_index`` order, passed as PyG does
@@ -46,12 +54,14 @@ from torch_geometric.nn.conv import MessagePassing
 
 from lightning_gnn_dist.nn.conv import DISTRIBUTED_LAYERS
 from lightning_gnn_dist.nn.norm import DistBatchNorm, DistPyGBatchNorm
+from lightning_gnn_dist.nn.rgcn import FusedRGCNConv
 
 KINDS: dict[str, str] = {
     "vertex": "vertex partition: `p2p`, `broadcast`, `hierarchical`, `cached` (bound 0), "
     '`loader="subgraph"`',
     "vertex-cut": "vertex cut: `cd-0` (`cd-<r>`, `0c` approximate)",
     "neighbor": '`loader="neighbor"`, fan-out −1',
+    "hetero": "typed graph (`HeteroData`): per relation, `p2p`, `broadcast`, `hierarchical`",
 }
 """Kinds of modes, each with the modes it covers (the table's columns)."""
 
@@ -104,7 +114,8 @@ _ATTENTION = Rule(
 _LOCAL_DEGREE = Rule(
     "reads in-degrees from the part's edges, which a vertex cut splits (partial degrees)"
 )
-_ALL = ("vertex", "vertex-cut", "neighbor")
+_ALL = ("vertex", "vertex-cut", "neighbor", "hetero")
+_TYPED = Rule(note="on the homogeneous view with `edge_type` (exchanged with the part's plan)")
 
 
 def _same(rule: Rule, kinds: Iterable[str] = _ALL, **override: Rule) -> dict[str, Rule]:
@@ -113,6 +124,7 @@ def _same(rule: Rule, kinds: Iterable[str] = _ALL, **override: Rule) -> dict[str
 
 _AGGR_RULE = Rule(options=(_AGGR,))
 _BATCH_NORM = {
+    "hetero": Rule(note="statistics over every rank's rows"),
     "vertex": Rule(note="statistics over every rank's rows"),
     "vertex-cut": Rule(note="statistics over root copies (each vertex once)"),
     "neighbor": Rule(
@@ -132,6 +144,10 @@ LAYER_TABLE: dict[type[nn.Module], dict[str, Rule]] = {
             note="global degrees fetched with the rows when every fan-out is −1; with "
             "`edge_weight` the batch must carry `global_gcn_weight_terms` (else refused by name "
             "at the call)"
+        ),
+        hetero=Rule(
+            note="per relation within one type, with the relation's global degrees (typed "
+            "neighbour batches: the batch's)"
         ),
     ),
     pyg_nn.SAGEConv: _same(_AGGR_RULE),
@@ -168,6 +184,13 @@ LAYER_TABLE: dict[type[nn.Module], dict[str, Rule]] = {
     pyg_nn.GATConv: _same(Rule(), vertex_cut=_ATTENTION),
     pyg_nn.GATv2Conv: _same(Rule(), vertex_cut=_ATTENTION),
     pyg_nn.TransformerConv: _same(Rule(), vertex_cut=_ATTENTION),
+    pyg_nn.RGCNConv: {"hetero": _TYPED},
+    pyg_nn.FastRGCNConv: {"hetero": _TYPED},
+    pyg_nn.RGATConv: {"hetero": _TYPED},
+    pyg_nn.HGTConv: {
+        "hetero": Rule(note="`x_dict`: every relation's halo rows of its source type appended")
+    },
+    pyg_nn.HeteroConv: {"hetero": Rule(note="each relation's layer by its own row")},
     nn.BatchNorm1d: _BATCH_NORM,
     nn.SyncBatchNorm: _BATCH_NORM,
     pyg_norm.BatchNorm: _BATCH_NORM,
@@ -218,7 +241,8 @@ REFUSED_LAYERS: dict[type[nn.Module], str] = {
     pyg_nn.ClusterGCNConv: "normalises with degrees computed inside the layer",
     pyg_nn.GPSConv: "attends over all vertices of the graph",
     pyg_nn.DirGNNConv: "aggregates over out-edges too, which a rank does not hold",
-    pyg_nn.HeteroConv: "runs on heterogeneous graphs",
+    pyg_nn.HANConv: "its semantic attention averages over every vertex of a type (a "
+    "whole-graph mean that no part holds)",
     pyg_nn.WLConv: "hashes colours over the whole graph",
     pyg_nn.DynamicEdgeConv: "builds a k-NN graph over all vertices",
     pyg_nn.GravNetConv: "builds a k-NN graph over all vertices",
@@ -226,9 +250,6 @@ REFUSED_LAYERS: dict[type[nn.Module], str] = {
     pyg_nn.DNAConv: "attends over the layer history of a vertex's neighbourhood (not audited)",
     pyg_nn.HypergraphConv: "runs on hypergraphs",
     pyg_nn.SignedConv: _NEEDS + " (positive and negative edges)",
-    pyg_nn.RGCNConv: _NEEDS + " (edge types)",
-    pyg_nn.FastRGCNConv: _NEEDS + " (edge types)",
-    pyg_nn.RGATConv: _NEEDS + " (edge types)",
     pyg_nn.FiLMConv: _NEEDS + " (edge types)",
     pyg_nn.SplineConv: "needs the torch-spline-conv extension (not audited)",
     pyg_nn.PNAConv: "needs a degree histogram of the training graph (not audited)",
@@ -244,6 +265,7 @@ from :data:`LAYER_TABLE` is refused with a general one)."""
 _DECLARED: dict[type[nn.Module], tuple[str, ...]] = {}
 _REPLACED: dict[type[nn.Module], type[nn.Module]] = {
     **{dist_cls: cls for cls, dist_cls in DISTRIBUTED_LAYERS.items()},
+    FusedRGCNConv: pyg_nn.RGCNConv,
     DistBatchNorm: nn.BatchNorm1d,
     DistPyGBatchNorm: pyg_norm.BatchNorm,
 }

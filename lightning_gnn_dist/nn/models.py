@@ -61,6 +61,8 @@ class _Stack(nn.Module):
                 f"a {len(self.convs)}-layer model needs a batch sampled with {len(self.convs)} "
                 f"hops (got num_sampled_edges={num_sampled_edges})"
             )
+        if trim:
+            _check_complete(self.convs)
         for i, conv in enumerate(self.convs):
             if trim:
                 hops = len(self.convs) - i
@@ -72,6 +74,24 @@ class _Stack(nn.Module):
             if i < len(self.convs) - 1:
                 x = dropout(F.relu(x), p=self.dropout, training=self.training)
         return x
+
+
+def _check_complete(convs) -> None:
+    """Refuse per-hop trimming where layers exchange halo rows (a full part's edges index
+    ``[owned | halo]`` rows, not a sampled batch's hops).
+
+    Raises:
+        NotImplementedError: naming the first layer.
+    """
+    from lightning_gnn_dist.nn.context import current_graph_context
+
+    ctx = current_graph_context()
+    if ctx is not None and not ctx.complete:
+        name = type(convs[0]).__name__.removeprefix("Dist")
+        raise NotImplementedError(
+            f"{name} (convs.0): a model trimmed per hop passes bipartite inputs of sampled hops, "
+            "which run only on complete batches (loader='neighbor')"
+        )
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:

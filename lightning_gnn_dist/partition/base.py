@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 import numpy as np
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.data.hetero import is_typed
+from lightning_gnn_dist.partition.types import balance_types
 from lightning_gnn_dist.utils.checks import check_int
 
 PARTITIONERS: dict[str, type[Partitioner]] = {}
@@ -51,6 +53,10 @@ class Partitioner(ABC):
     def partition(self, data: Data, num_parts: int) -> np.ndarray:
         """Assign each vertex of ``data`` (canonical, see ``data.graph.canonicalize``) to a part.
 
+        A typed graph (:func:`~lightning_gnn_dist.data.hetero.typed_graph`) is partitioned as its
+        homogeneous view, all types at once, and then balanced per type
+        (:func:`~lightning_gnn_dist.partition.types.balance_types`).
+
         Returns:
             ``[num_nodes] int64`` array of part ids in ``[0, num_parts)``.
         """
@@ -65,6 +71,8 @@ class Partitioner(ABC):
             or assignment.max() >= num_parts
         ):
             raise RuntimeError(f"{self.name} partitioner returned an invalid assignment")
+        if is_typed(data):  # every node type (and the target's training vertices) balanced
+            assignment = balance_types(data, assignment, num_parts, self.epsilon)
         empty = np.flatnonzero(np.bincount(assignment, minlength=num_parts) == 0)
         if empty.size:
             # Training still works (the rank only relays its share of collectives), but the
@@ -109,6 +117,10 @@ class Partitioner(ABC):
         """The per-rank parts of an assignment, in part order (``LocalPartition`` here)."""
         from lightning_gnn_dist.data.local import build_local_partitions
 
+        if is_typed(data):  # per-type ranges, per-relation plans (data.hetero_local)
+            from lightning_gnn_dist.data.hetero_local import build_typed_partitions
+
+            return build_typed_partitions(data, assignment, num_parts)
         return build_local_partitions(data, assignment, num_parts)
 
     def label_owner(self, data: Data, assignment: np.ndarray, num_parts: int) -> np.ndarray:

@@ -19,6 +19,7 @@ import numpy as np
 import pymetis
 from torch_geometric.data import Data
 
+from lightning_gnn_dist.data.hetero import is_typed
 from lightning_gnn_dist.partition.arrays import symmetric_csr
 from lightning_gnn_dist.partition.base import (
     Partitioner,
@@ -26,6 +27,7 @@ from lightning_gnn_dist.partition.base import (
     native_seed,
     register_partitioner,
 )
+from lightning_gnn_dist.partition.types import type_constraints
 from lightning_gnn_dist.partition.weights import (
     DEFAULT_VERTEX_WEIGHT,
     check_vertex_weight,
@@ -51,7 +53,9 @@ class MetisPartitioner(Partitioner):
     minimises exactly (paper 000 §4.3.1).
 
     With ``balance_masks=True`` METIS balances four constraints at once, as DistDGL does: the
-    row non-zeros and the numbers of training, validation and test vertices per part.
+    row non-zeros and the numbers of training, validation and test vertices per part. A typed
+    graph adds one constraint per node type, its target type's training vertices one of their
+    own (:func:`~lightning_gnn_dist.partition.types.balance_classes`).
     ``vertex_weight`` picks the first constraint(s): ``"nnz+rows"`` balances the row non-zeros
     and the vertices of every part at once (two constraints), ``"work"`` the GCN layer work of
     :mod:`~lightning_gnn_dist.partition.weights` (one).
@@ -104,6 +108,8 @@ class MetisPartitioner(Partitioner):
         else:
             masks = None
             constraints = weights
+        if is_typed(data):  # one constraint per node type (DistDGL's balance_ntypes)
+            constraints = np.column_stack([constraints, type_constraints(data)]).astype(np.int64)
         # int64: pymetis' index type (no copy); built in place, ~16 bytes per directed edge.
         indptr, indices = symmetric_csr(data.edge_index, num_nodes, np.int64)
         if indices.size == 0:

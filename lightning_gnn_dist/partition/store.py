@@ -6,7 +6,8 @@ A store is a directory::
                        metrics, seconds, sha256 and size of every other file, and the sha256 of
                        its own canonical content (``meta_sha256``); what was partitioned
                        (format 3: every attribute's dtype, shape and role, the target's task,
-                       per-part mask and label counts; :mod:`.store_meta`)
+                       per-part mask and label counts; :mod:`.store_meta`; a typed graph's
+                       types, per-part type counts and relation metrics, :mod:`.types`)
     assignment.npy     [num_nodes] int64 part of each (original) vertex; for a vertex cut
                        (meta "kind": "vertex-cut") [num_edges] int64 part of each edge
     part-00000.pt ...  one LocalPartition (vertex cut: VertexCutPart) per part; a rank loads
@@ -58,6 +59,7 @@ from lightning_gnn_dist.partition.store_meta import (
     mask_counts,
     target_meta,
 )
+from lightning_gnn_dist.partition.types import typed_store_meta
 from lightning_gnn_dist.partition.vertex_cut import VertexCutMetrics
 from lightning_gnn_dist.utils.progress import status, track
 from lightning_gnn_dist.utils.tempdirs import make_owned_dir, remove_stale
@@ -371,6 +373,7 @@ def partition_to_store(
             **attribute_meta(data),
             "mask_counts": mask_counts(data, owner, num_parts),
             "label_counts": label_counts(data, owner, num_parts),
+            **typed_store_meta(data, assignment, num_parts, topology),
             "settings": settings,
             "seconds": seconds,
             "metrics": metrics.to_dict(),

@@ -39,6 +39,12 @@ def attribute_meta(data: Data) -> dict[str, dict[str, dict[str, Any]]]:
     }
     node |= {key: {**_describe(data[key]), "role": "attr"} for key in attributes.node}
     edge = {key: {**_describe(data[key]), "role": "attr"} for key in attributes.edge}
+    typed = getattr(data, "hetero", None)  # a typed graph: "<type>/<name>", "<relation>/<name>"
+    if typed is not None:
+        for key, value in typed.node_attribute_items():
+            role = "feature" if key.endswith("/x") else "attr"
+            node[key] = {**_describe(value), "role": role}
+        edge |= {key: {**_describe(v), "role": "attr"} for key, v in typed.edge_attribute_items()}
     return {"node_attrs": node, "edge_attrs": edge}
 
 

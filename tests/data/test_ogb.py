@@ -115,7 +115,6 @@ def test_ogb_directory_without_release_marker_is_refused_without_prompt(tmp_path
     "name, message",
     [
         ("ogbn-nope", "unknown OGB node-property dataset 'ogbn-nope'"),
-        ("ogbn-mag", "ogbn-mag is a heterogeneous graph"),
     ],
 )
 def test_ogb_unsupported_datasets_fail_before_any_download(tmp_path, name, message):
@@ -190,3 +189,58 @@ def test_ogb_proteins_layout_gives_edge_features_and_multilabel_targets(tmp_path
     torch.testing.assert_close(data.x, x)
     assert data.train_mask.tolist() == [True, True, True, False, False, False]
     assert data.test_mask.tolist() == [False, False, False, False, True, True]
+
+
+def write_mag(root: Path) -> Path:
+    """A tiny ``ogbn-mag`` in OGB's raw heterogeneous layout (ogb/io/read_graph_raw.py)."""
+    directory = root / "ogbn_mag"
+
+    def write(name: str, rows: list[str]) -> None:
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "wt") as handle:
+            handle.write("".join(row + "\n" for row in rows))
+
+    counts = {"author": 4, "field_of_study": 2, "institution": 2, "paper": 5}
+    write("raw/num-node-dict.csv.gz", [",".join(counts), ",".join(map(str, counts.values()))])
+    relations = {
+        ("author", "affiliated_with", "institution"): [(0, 0), (1, 1), (3, 1)],
+        ("author", "writes", "paper"): [(0, 0), (1, 0), (2, 3), (3, 4)],
+        ("paper", "cites", "paper"): [(0, 1), (1, 2), (3, 0), (4, 0)],
+        ("paper", "has_topic", "field_of_study"): [(0, 0), (2, 1), (4, 1)],
+    }
+    write("raw/triplet-type-list.csv.gz", [",".join(t) for t in relations])
+    for r, (triplet, edges) in enumerate(relations.items()):
+        base = "raw/relations/" + "___".join(triplet)
+        write(f"{base}/edge.csv.gz", [f"{s},{d}" for s, d in edges])
+        write(f"{base}/num-edge-list.csv.gz", [str(len(edges))])
+        write(f"{base}/edge_reltype.csv.gz", [str(r)] * len(edges))
+    write("raw/node-feat/paper/node-feat.csv.gz", [f"{i}.5,{-i}.25" for i in range(5)])
+    write("raw/node-feat/paper/node_year.csv.gz", [str(2015 + i) for i in range(5)])
+    write("raw/nodetype-has-label.csv.gz", [",".join(counts), "False,False,False,True"])
+    write("raw/node-label/paper/node-label.csv.gz", ["0", "1", "2", "1", "0"])
+    write("split/time/nodetype-has-split.csv.gz", [",".join(counts), "False,False,False,True"])
+    write("split/time/paper/train.csv.gz", ["0", "1", "2"])
+    write("split/time/paper/valid.csv.gz", ["3"])
+    write("split/time/paper/test.csv.gz", ["4"])
+    (directory / "RELEASE_v2.txt").write_text("")
+    return directory
+
+
+def test_ogbn_mag_layout_loads_as_a_typed_graph(tmp_path):
+    """Issue 33: a heterogeneous OGB dataset is a typed graph (types, relations, the labelled
+    type's split, additional node and edge files as per-type attributes)."""
+    write_mag(tmp_path)
+    view = load_dataset(f"ogb:ogbn-mag?root={tmp_path}")
+    schema = view.hetero.schema
+    assert view.name == "ogbn-mag" and schema.target_type == "paper"
+    assert set(schema.node_types) == {"author", "field_of_study", "institution", "paper"}
+    assert len(schema.edge_types) == 4 and view.num_edges == 14
+    start = int(schema.node_offsets()[schema.type_index("paper")])
+    assert view.y[start : start + 5].tolist() == [0, 1, 2, 1, 0]
+    assert view.train_mask[start : start + 5].tolist() == [True, True, True, False, False]
+    assert view.test_mask[start : start + 5].tolist() == [False, False, False, False, True]
+    x = view.hetero.node_attrs["paper"]["x"]
+    assert torch.equal(x[:, 0], torch.arange(5) + 0.5)
+    assert view.hetero.node_attrs["paper"]["year"].tolist() == [2015, 2016, 2017, 2018, 2019]
+    assert set(view.hetero.edge_attrs["paper__cites__paper"]) == {"edge_reltype"}
