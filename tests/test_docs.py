@@ -116,6 +116,11 @@ RUN: dict[str, Run] = {
         expect=(r"match", r"│\s+yes\s+│", r"test_acc\s+│\s+0\.[3-9]", FIT_DONE.format(5)),
         forbid=(MATCH_NO,),
     ),
+    "hetero-fit": Run(
+        subs=(("max_epochs=20", "max_epochs=2"),),
+        expect=(r"│\s+yes\s+│", r"test_acc", FIT_DONE.format(2)),
+        forbid=(MATCH_NO,),
+    ),
     "full-batch-broadcast": Run(
         subs=(("max_epochs=20", "max_epochs=3"),),
         expect=(r"│\s+yes\s+│", FIT_DONE.format(3)),
@@ -182,6 +187,13 @@ RUN: dict[str, Run] = {
     ),
     "kaminpar": Run(in_process=True, expect=(r"'refine_moves': \d+, 'refine_rounds'",)),
     "link-own-module": Run(in_process=True, expect=(r"torch\.Size\(\[3\]\)",)),
+    "hetero": Run(
+        in_process=True,
+        expect=(
+            r"\(\['paper', 'author'\], \[\('author', 'writes', 'paper'\)",
+            r"edge_weight=\[90\]",
+        ),
+    ),
     "chunked-input": Run(in_process=True, expect=(r"LocalPartition\(part=0/4, owned=\d+",)),
     "cost-model": Run(in_process=True, expect=(r"(?m)^0\.\d+ \[[0-9. e\n-]+\] \[",)),
     "neighbor-loader-single": Run(in_process=True, expect=(r"^9 Data\(x=\[\d+, 64\]", "n_id=")),
@@ -242,6 +254,11 @@ RUN: dict[str, Run] = {
 }
 
 SKIP: dict[str, str] = {
+    "hetero-own-module": "a fragment (a module's __init__ and training_step); "
+    "tests/lightning/test_hetero_training.py trains to_hetero(GraphSAGE) the same way through "
+    "GNNStrategy against single-process PyG",
+    "hetero-neighbor": "continues the `hetero` snippet (its `graph`); "
+    "tests/loaders/test_hetero_neighbor.py draws typed batches with dict fan-outs (0 included)",
     "readme-setup": "`make run` / `make test`: the set-up contract; `make test` is what runs this "
     "file, and `make run` is the command of `readme-cli` with 200 epochs",
     "setup-commands": "identical to `readme-setup` (asserted by test_readme_repeats_the_guide)",

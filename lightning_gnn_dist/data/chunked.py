@@ -48,8 +48,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,8 +65,6 @@ __all__ = [
     "ChunkedGraph",
     "NpyFile",
     "file_rows",
-    "ingest_chunked",
-    "load_chunked",
     "read_metadata",
 ]
 
@@ -499,51 +495,9 @@ def _current(folder: Path, graph: ChunkedGraph, seed: int) -> dict[str, Any] | N
     return record
 
 
-def ingest_chunked(
-    path: str | os.PathLike, cache: str | os.PathLike | None = None, seed: int = 0
-) -> Path:
-    """Write the canonical copy of the chunked graph at ``path`` (its ``metadata.json``) unless
-    an up-to-date one exists; return its folder (module docstring). Every input chunk is read
-    once.
-
-    Args:
-        path: the ``metadata.json`` (or its folder).
-        cache: folder of the canonical copy. (default: ``lgd-canonical`` beside the metadata)
-        seed: seed of the 60/20/20 split when the graph has no masks.
-
-    Raises:
-        DatasetError: malformed metadata or files (the message names the file and row), or a
-            graph that cannot be ingested in the available memory.
-    """
-    from .chunked_ingest import write_canonical
-
-    graph = read_metadata(path)
-    folder = canonical_dir(graph, cache)
-    if _current(folder, graph, seed) is not None:
-        return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}-{time.monotonic_ns()}"
-    tmp.mkdir()
-    try:
-        record = write_canonical(graph, tmp, seed)
-        record["inputs"] = _input_stamps(graph)
-        (tmp / "canonical.json").write_text(json.dumps(record, indent=1))
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.rename(tmp, folder)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if _current(folder, graph, seed) is not None:  # a concurrent ingestion won
-            return folder
-        raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return folder
-
-
 def open_canonical(folder: str | os.PathLike) -> Data:
-    """The canonical graph in ``folder`` (written by :func:`ingest_chunked`), every array on a
+    """The canonical graph in ``folder`` (written by
+    :func:`~lightning_gnn_dist.data.chunked_ingest.ingest_chunked`), every array on a
     copy-on-write memory map, with its recorded fingerprint
     (:func:`~lightning_gnn_dist.data.graph.remember_fingerprint`) and ``task``."""
     from .graph import remember_fingerprint
@@ -562,11 +516,3 @@ def open_canonical(folder: str | os.PathLike) -> Data:
     data.name = record["name"]
     remember_fingerprint(data, record["fingerprint"])
     return data
-
-
-def load_chunked(
-    path: str | os.PathLike, cache: str | os.PathLike | None = None, seed: int = 0
-) -> Data:
-    """:func:`ingest_chunked` (when needed), then :func:`open_canonical`: the canonical graph,
-    memory-mapped, as :func:`~lightning_gnn_dist.data.datasets.load_dataset` returns it."""
-    return open_canonical(ingest_chunked(path, cache, seed))

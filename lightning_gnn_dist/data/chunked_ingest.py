@@ -13,12 +13,16 @@ those files.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch_geometric.data import Data
 
 from . import limits
 from .attributes import RESERVED_NAMES
@@ -27,8 +31,12 @@ from .chunked import (
     ArraySpec,
     ChunkedGraph,
     NpyFile,
+    _current,
+    _input_stamps,
+    canonical_dir,
     open_canonical,
     read_chunks,
+    read_metadata,
     write_npy_header,
 )
 from .errors import DatasetError
@@ -292,3 +300,52 @@ def write_canonical(graph: ChunkedGraph, folder: Path, seed: int) -> dict[str, A
         record["fingerprint"] = _file_fingerprint(folder)
     record["seconds"] = time.perf_counter() - start
     return record
+
+
+def ingest_chunked(
+    path: str | os.PathLike, cache: str | os.PathLike | None = None, seed: int = 0
+) -> Path:
+    """Write the canonical copy of the chunked graph at ``path`` (its ``metadata.json``) unless
+    an up-to-date one exists; return its folder (module docstring). Every input chunk is read
+    once.
+
+    Args:
+        path: the ``metadata.json`` (or its folder).
+        cache: folder of the canonical copy. (default: ``lgd-canonical`` beside the metadata)
+        seed: seed of the 60/20/20 split when the graph has no masks.
+
+    Raises:
+        DatasetError: malformed metadata or files (the message names the file and row), or a
+            graph that cannot be ingested in the available memory.
+    """
+    graph = read_metadata(path)
+    folder = canonical_dir(graph, cache)
+    if _current(folder, graph, seed) is not None:
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folder.parent / f".{folder.name}.tmp-{os.getpid()}-{time.monotonic_ns()}"
+    tmp.mkdir()
+    try:
+        record = write_canonical(graph, tmp, seed)
+        record["inputs"] = _input_stamps(graph)
+        (tmp / "canonical.json").write_text(json.dumps(record, indent=1))
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.rename(tmp, folder)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if _current(folder, graph, seed) is not None:  # a concurrent ingestion won
+            return folder
+        raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder
+
+
+def load_chunked(
+    path: str | os.PathLike, cache: str | os.PathLike | None = None, seed: int = 0
+) -> Data:
+    """:func:`ingest_chunked` (when needed), then :func:`open_canonical`: the canonical graph,
+    memory-mapped, as :func:`~lightning_gnn_dist.data.datasets.load_dataset` returns it."""
+    return open_canonical(ingest_chunked(path, cache, seed))

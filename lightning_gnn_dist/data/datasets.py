@@ -587,7 +587,7 @@ def _ogb(arg: str | None, options: dict[str, Any]) -> Data:
     canonical=True,
 )
 def _chunked(arg: str | None, options: dict[str, Any]) -> Data:
-    from .chunked import load_chunked
+    from .chunked_ingest import load_chunked
 
     return load_chunked(arg, cache=options["cache"], seed=options["seed"])
 

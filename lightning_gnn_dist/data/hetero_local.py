@@ -226,8 +226,9 @@ def relation_view(part: LocalPartition, schema: HeteroSchema, key: str) -> Local
         else part.halo_global_ids[halo_position] - global_offset,
         edge_ids=plan["edge_ids"],
     )
+    # A relation's attributes are stored for its own local edges only (already its range).
     view.edge_attrs = {
-        name.split("/", 1)[1]: value[e_start:e_end]
+        name.split("/", 1)[1]: value
         for name, value in part.edge_attrs.items()
         if name.startswith(key + "/")
     }

@@ -16,7 +16,7 @@ from torch_geometric.data import HeteroData
 from lightning_gnn_dist.data import DatasetError, load_dataset
 from lightning_gnn_dist.data.graph import graph_fingerprint
 from lightning_gnn_dist.data.hetero import HeteroSchema, typed_graph
-from lightning_gnn_dist.data.hetero_local import relation_view
+from lightning_gnn_dist.data.hetero_local import relation_view, typed_batch
 from lightning_gnn_dist.partition import get_partitioner
 from lightning_gnn_dist.partition.store import partition_to_store
 from lightning_gnn_dist.partition.types import balance_classes, stored_relation_metrics
@@ -66,6 +66,26 @@ def test_typed_graph_is_pyg_homogeneous_view_with_target_labels():
     assert set(view.hetero.node_attrs["item"]) == {"x", "price"}
     assert view.hetero.node_attrs["tag"] == {}
     assert set(view.hetero.edge_attrs["user__buys__item"]) == {"edge_weight"}
+
+
+@pytest.mark.parametrize("num_parts", [1, 2])
+def test_every_relation_keeps_its_edge_attributes_in_parts_and_batches(num_parts, tmp_path):
+    data = small()  # attributes on the second and third relations too, not only the first
+    data["item", "has", "tag"].edge_attr = torch.arange(6.0).view(3, 2)
+    data["user", "knows", "user"].edge_weight = torch.tensor([7.0, 8.0, 9.0, 10.0])
+    view = typed_graph(data)
+    store = partition_to_store(view, get_partitioner("random"), num_parts, tmp_path / "s")
+    schema = HeteroSchema.from_meta(store.meta["types"])
+    seen = {key: 0 for key in schema.relation_keys}
+    for p in range(num_parts):
+        batch = typed_batch(store.load_part(p), schema)
+        for (s, rel, d), key in zip(schema.edge_types, schema.relation_keys, strict=True):
+            relation = batch[s, rel, d]
+            seen[key] += relation.e_id.numel()
+            for name in ("edge_weight", "edge_attr"):
+                if name in data[s, rel, d]:
+                    assert torch.equal(relation[name], data[s, rel, d][name][relation.e_id])
+    assert list(seen.values()) == list(schema.num_edges)
 
 
 def test_fingerprint_covers_typed_attributes():

@@ -407,9 +407,13 @@ def _bad_x():
         (
             lambda: __import__("torch_geometric.data", fromlist=["HeteroData"]).HeteroData(),
             None,
-            r"heterogeneous graphs \(HeteroData\) are not supported yet",
+            r"the graph is empty \(no node and no edge types\)",
         ),
-        (lambda: 5, None, r"dataset must be a spec string like 'digits' or a torch_geometric Data"),
+        (
+            lambda: 5,
+            None,
+            r"dataset must be a spec string like 'digits', a torch_geometric Data or HeteroData",
+        ),
     ],
 )
 def test_a_dataset_the_module_cannot_train_on_is_refused_at_construction(
