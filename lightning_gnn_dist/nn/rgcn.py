@@ -19,6 +19,7 @@ adjacencies, other aggregations) runs PyG's ``RGCNConv`` unchanged.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn import RGCNConv
 from torch_geometric.utils import is_sparse
@@ -34,14 +35,19 @@ _AGGREGATIONS = {"mean": "mean", "sum": "sum", "add": "sum"}
 def relation_matrices(
     edge_index: Tensor, edge_type: Tensor, num_rows: int, num_cols: int, num_relations: int,
     reduce: str,
-) -> list[tuple[int, SparseMatrix] | None]:  # fmt: skip
-    """Per relation ``r``, ``(first_row, first_col, matrix)``: its edges as a
+) -> tuple[list[tuple[int, int, SparseMatrix] | None], list[int]]:  # fmt: skip
+    """``(matrices, column_blocks)``. Per relation ``r``, ``matrices[r]`` is
+    ``(first_row, block, matrix)``: its edges as a
     :class:`~lightning_gnn_dist.nn.spmm.SparseMatrix` over the range of rows its targets span
-    and the range of columns its sources span (``reduce`` over each target's in-edges of
-    ``r``), or ``None`` for a relation without edges; cached on ``edge_index`` for this
+    (``reduce`` over each target's in-edges of ``r``) and the columns of one block of the
+    input rows, or ``None`` for a relation without edges. ``column_blocks`` (sizes summing to
+    ``num_cols``) splits the input rows into blocks: the union of the relations' source ranges
+    (overlapping ranges merged) and the gaps between them. Cached on ``edge_index`` for this
     ``edge_type`` tensor. A typed graph's targets (and owned sources) of one relation are one
     type, one contiguous range, so each product and transform covers that type's rows only (as
-    DGL's per-relation graphs do)."""
+    DGL's per-relation graphs do), and the blocks are the source types' rows: one ``split``
+    whose gradient is one ``cat``, instead of a slice per relation whose gradient is a
+    zero-filled copy of every row."""
     cache = tensor_cache(edge_index)
     key = (
         "rgcn", num_rows, num_cols, num_relations, reduce,
@@ -55,18 +61,39 @@ def relation_matrices(
         bounds = torch.searchsorted(
             edge_type[order], torch.arange(num_relations + 1, device=edge_type.device)
         ).tolist()
-        matrices: list[tuple[int, SparseMatrix] | None] = []
-        for r in range(num_relations):
-            edges = edge_index[:, order[bounds[r] : bounds[r + 1]]]
-            if edges.size(1) == 0:
+        edges_of = [edge_index[:, order[bounds[r] : bounds[r + 1]]] for r in range(num_relations)]
+        spans = {
+            r: (int(e[0].min()), int(e[0].max()) + 1) for r, e in enumerate(edges_of) if e.numel()
+        }
+        blocks: list[list[int]] = []  # merged source ranges [start, end)
+        for start, end in sorted(spans.values()):
+            if blocks and start < blocks[-1][1]:
+                blocks[-1][1] = max(blocks[-1][1], end)
+            else:
+                blocks.append([start, end])
+        sizes, index_of, at = [], {}, 0
+        for start, end in blocks:
+            if start > at:
+                sizes.append(start - at)
+            index_of[start] = len(sizes)
+            sizes.append(end - start)
+            at = end
+        if at < num_cols:
+            sizes.append(num_cols - at)
+        starts = [start for start, _ in blocks]
+        matrices: list[tuple[int, int, SparseMatrix] | None] = []
+        for r, edges in enumerate(edges_of):
+            if r not in spans:
                 matrices.append(None)
                 continue
+            block = blocks[
+                int(torch.searchsorted(torch.tensor(starts), spans[r][0], right=True)) - 1
+            ]
             first, last = int(edges[1].min()), int(edges[1].max()) + 1
-            col_first, col_last = int(edges[0].min()), int(edges[0].max()) + 1
-            shifted = torch.stack([edges[0] - col_first, edges[1] - first])
-            adj = CSRAdjacency.from_edge_index(shifted, last - first, col_last - col_first)
-            matrices.append((first, col_first, SparseMatrix(adj, None, reduce)))
-        cache[key] = matrices
+            shifted = torch.stack([edges[0] - block[0], edges[1] - first])
+            adj = CSRAdjacency.from_edge_index(shifted, last - first, block[1] - block[0])
+            matrices.append((first, index_of[block[0]], SparseMatrix(adj, None, reduce)))
+        cache[key] = (matrices, sizes)
     return cache[key]
 
 
@@ -96,29 +123,65 @@ class FusedRGCNConv(RGCNConv):
         if x_dst is not None:
             num_rows = x_dst.size(0)
         else:
-            x_dst = x[:num_rows]
-        matrices = relation_matrices(
+            x_dst = x if num_rows == x.size(0) else x[:num_rows]  # a slice copies its gradient
+        matrices, column_blocks = relation_matrices(
             edge_index, edge_type, num_rows, x.size(0), self.num_relations, reduce
         )
+        blocks = torch.split(x, column_blocks)
         weight = self.weight
         if self.num_bases is not None:
             weight = (self.comp @ weight.view(self.num_bases, -1)).view(
                 self.num_relations, self.in_channels_l, self.out_channels
             )
-        if self.root is not None:
-            out = x_dst @ self.root
-        else:
-            out = x.new_zeros(num_rows, self.out_channels)
         transform_first = self.out_channels < self.in_channels_l  # aggregate the narrower
+        # Each relation adds to one range of target rows (its type's). Summed out of place per
+        # range and joined once: an in-place ``out[rows] +=`` would make autograd fill and copy
+        # a gradient of every row for every relation.
+        pieces: list[tuple[int, int, Tensor]] = []
         for r, entry in enumerate(matrices):
             if entry is not None:
-                first, col_first, matrix = entry
-                rows = slice(first, first + matrix.adj.num_rows)
-                source = x[col_first : col_first + matrix.adj.num_cols]
+                first, block, matrix = entry
+                source = blocks[block]
                 if transform_first:
-                    out[rows] += spmm(matrix, source @ weight[r])
+                    piece = spmm(matrix, source @ weight[r])
                 else:
-                    out[rows] += spmm(matrix, source) @ weight[r]
+                    piece = spmm(matrix, source) @ weight[r]
+                pieces.append((first, first + matrix.adj.num_rows, piece))
+        out = _join_ranges(pieces, num_rows, self.out_channels, x)
+        if self.root is not None:
+            out = out + x_dst @ self.root
         if self.bias is not None:
             out = out + self.bias
         return out
+
+
+def _join_ranges(
+    pieces: list[tuple[int, int, Tensor]], num_rows: int, width: int, like: Tensor
+) -> Tensor:
+    """``[num_rows, width]``: the sum of ``pieces`` (``(start, end, rows [end - start, width])``),
+    zero on rows no piece covers. Overlapping ranges are merged into segments, each summed
+    out of place (pieces padded to their segment), and the segments joined by one ``cat``."""
+    pieces = sorted(pieces, key=lambda piece: piece[0])
+    segments: list[list] = []  # [start, end, [pieces]]
+    for start, end, rows in pieces:
+        if segments and start < segments[-1][1]:
+            segments[-1][1] = max(segments[-1][1], end)
+            segments[-1][2].append((start, end, rows))
+        else:
+            segments.append([start, end, [(start, end, rows)]])
+    parts, at = [], 0
+    for start, end, members in segments:
+        if start > at:
+            parts.append(like.new_zeros(start - at, width))
+        total = None
+        for first, last, rows in members:
+            if first != start or last != end:
+                rows = F.pad(rows, (0, 0, first - start, end - last))
+            total = rows if total is None else total + rows
+        parts.append(total)
+        at = end
+    if at < num_rows:
+        parts.append(like.new_zeros(num_rows - at, width))
+    if not parts:
+        return like.new_zeros(num_rows, width)
+    return parts[0] if len(parts) == 1 else torch.cat(parts)

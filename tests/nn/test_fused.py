@@ -135,3 +135,41 @@ def test_fused_layers_run_under_inference_mode(name):
             torch.testing.assert_close(
                 fused(x, edges, *args), plain(x, edges, *args), rtol=1e-5, atol=1e-5
             )
+
+
+@pytest.mark.parametrize(
+    "aggr, num_bases, in_out", [("mean", None, (D_IN, D_OUT)), ("sum", 2, (D_IN, D_OUT)),
+                                ("mean", None, (D_OUT, D_IN))],
+)  # fmt: skip
+def test_fused_rgcn_on_overlapping_relation_ranges_equals_pyg(aggr, num_bases, in_out):
+    """Relations whose target and source ranges overlap (edge types drawn at random on one
+    node type), a relation without edges and rows no relation reaches: outputs and gradients
+    equal PyG's ``RGCNConv``, whichever side is transformed first."""
+    from torch_geometric.nn import RGCNConv
+
+    from lightning_gnn_dist.nn.rgcn import FusedRGCNConv
+
+    data = multigraph()
+    if in_out[0] != D_IN:
+        data.x = torch.randn(data.num_nodes, in_out[0])
+    keep = data.edge_index.max(0).values < data.num_nodes - 2  # the last rows: no edges
+    edge_index = data.edge_index[:, keep]
+    edge_type = torch.randint(
+        0, 3, (edge_index.size(1),), generator=torch.Generator().manual_seed(3)
+    )
+    torch.manual_seed(0)
+    reference = RGCNConv(*in_out, 4, num_bases=num_bases, aggr=aggr)  # relation 3: no edges
+    fused = FusedRGCNConv(*in_out, 4, num_bases=num_bases, aggr=aggr)
+    fused.load_state_dict(reference.state_dict())
+    results = []
+    for layer in (reference, fused):
+        x = data.x.clone().requires_grad_()
+        out = layer(x, edge_index, edge_type)
+        torch.manual_seed(1)
+        (out * torch.randn(out.shape)).sum().backward()
+        results.append((out, x.grad, [p.grad for p in layer.parameters()]))
+    (out, grad, params), (fused_out, fused_grad, fused_params) = results
+    torch.testing.assert_close(fused_out, out, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fused_grad, grad, atol=1e-5, rtol=1e-5)
+    for expected, got in zip(params, fused_params, strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
