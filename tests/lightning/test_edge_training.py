@@ -63,17 +63,6 @@ class EdgeModule(pl.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=LR)
 
 
-class EdgeBatches(GraphPartitionDataModule):
-    """Adds the part's edge attributes to the full batch where the datamodule does not (yet)
-    put them there itself (the data side of issue 30); a no-op once it does."""
-
-    def setup(self, stage=None):
-        super().setup(stage)
-        for key, value in self.local_partition.edge_attrs.items():
-            if key not in self.batch:
-                self.batch[key] = value
-
-
 class Recorder(LightningNeutral, lightning_base="Callback"):
     def __init__(self, path, monitor):
         self.path, self.monitor, self.traffic = path, monitor, []
@@ -101,7 +90,7 @@ def _reference():
 
 def test_a_module_with_edge_weights_and_features_trains_exactly(tmp_path):
     pl.seed_everything(0)
-    datamodule = EdgeBatches(_graph(), method="random", num_parts=2, root=str(tmp_path))
+    datamodule = GraphPartitionDataModule(_graph(), method="random", num_parts=2, root=str(tmp_path))
     monitor = CommunicationMonitor()
     out = tmp_path / "result.json"
     fit_quietly(
