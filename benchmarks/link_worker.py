@@ -214,11 +214,63 @@ def run_ours(args, task, data):
         return records, _eval(h[order], data)
 
 
+def run_lightning(args, task, data):
+    """The user's path: ``LinkDataModule`` + ``LinkPredictor`` under ``Trainer(strategy=
+    "gnn_ddp")``, as the link-prediction guide shows, on one process; the same split (the
+    datamodule makes it from the spec with the benchmark's ratios and seed), model and
+    negatives as ``ours``. Per epoch: the process's CPU and wall seconds between Lightning's
+    epoch hooks (no validation, logger, checkpoint or progress bar)."""
+    import pytorch_lightning as pl
+    import torch
+
+    sys.path.insert(0, str(REPO))
+    from lightning_gnn_dist import LinkDataModule, LinkPredictor
+
+    class EpochTimer(pl.Callback):
+        def __init__(self):
+            self.records = []
+
+        def on_train_epoch_start(self, trainer, pl_module):
+            self._start, self._steps = (time.process_time(), time.perf_counter()), 0
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            self._steps += 1
+
+        def on_train_epoch_end(self, trainer, pl_module):
+            cpu, wall = time.process_time() - self._start[0], time.perf_counter() - self._start[1]
+            self.records.append({"cpu": cpu, "wall": wall, "steps": self._steps})
+
+    options = {"loader": "full"}
+    if task == "mini":
+        options = {"loader": "neighbor", "num_neighbors": FANOUT, "batch_size": BATCH,
+                   "shuffle": True}  # fmt: skip
+    datamodule = LinkDataModule(
+        args.spec, method="random", num_parts=1, root=str(Path(args.out).parent / "stores"),
+        val_ratio=0.1, test_ratio=0.2, split_seed=0, negatives="global",
+        num_negatives=args.negatives, verify_dataset=False, **options,
+    )  # fmt: skip
+    module = LinkPredictor("sage", hidden_channels=HIDDEN, num_layers=2, dropout=0.0,
+                           decoder="dot", loss="bce", lr=0.01)  # fmt: skip
+    timer = EpochTimer()
+    trainer = pl.Trainer(
+        strategy="gnn_ddp", accelerator="cpu", devices=1, max_epochs=args.epochs,
+        callbacks=[timer], logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+        num_sanity_val_steps=0, default_root_dir=str(Path(args.out).parent),
+    )  # fmt: skip
+    trainer.fit(module, datamodule=datamodule)
+    part = datamodule.local_partition
+    with torch.no_grad():
+        h = module.encoder(part.x, part.edge_index)
+        return timer.records, _eval(h[torch.argsort(part.global_ids)], data)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--worker", required=True)
     parser.add_argument("--data", required=True)
     parser.add_argument("--store", default="")
+    parser.add_argument("--spec", default="", help="the dataset spec (the user's path)")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--negatives", type=int, default=1)
     parser.add_argument("--out", required=True)
@@ -231,7 +283,7 @@ def main() -> None:
     system, task = args.worker.split(":")
     arrays = np.load(args.data)
     data = {k: torch.from_numpy(arrays[k]) for k in arrays.files}
-    runner = run_dgl if system == "dgl" else run_ours
+    runner = {"dgl": run_dgl, "ours": run_ours, "lightning": run_lightning}[system]
     records, mrr = runner(args, task, data)
     Path(args.out).write_text(
         json.dumps({"records": records, "mrr": mrr, "torch": torch.__version__})

@@ -44,15 +44,23 @@ def exclude_pair_edges(
     [2, n]`` in either direction (``node_ids``: dataset id of each batch row)."""
     if graph.edge_index.size(1) == 0 or pairs.size(1) == 0:
         return graph
+    # A pair's endpoints are seeds, the batch's first rows: only edges between two seeds can
+    # join one, so only those are looked up (most sampled edges leave the seeds).
+    num_seeds = int(graph.num_sampled_nodes[0])
+    edge_index = graph.edge_index
+    candidates = torch.nonzero((edge_index[0] < num_seeds) & (edge_index[1] < num_seeds)).view(-1)
+    if candidates.numel() == 0:
+        return graph
     keys = torch.unique(
         torch.cat([pairs[0] * num_nodes + pairs[1], pairs[1] * num_nodes + pairs[0]])
     )
-    src, dst = node_ids[graph.edge_index[0]], node_ids[graph.edge_index[1]]
-    query = src * num_nodes + dst
+    query = node_ids[edge_index[0, candidates]] * num_nodes + node_ids[edge_index[1, candidates]]
     pos = torch.searchsorted(keys, query).clamp(max=keys.numel() - 1)
-    keep = keys[pos] != query
-    if bool(keep.all()):
+    dropped = candidates[keys[pos] == query]
+    if dropped.numel() == 0:
         return graph
+    keep = torch.ones(edge_index.size(1), dtype=torch.bool)
+    keep[dropped] = False
     hop = torch.repeat_interleave(
         torch.arange(len(graph.num_sampled_edges)), torch.tensor(graph.num_sampled_edges)
     )

@@ -92,11 +92,15 @@ def _same_as_single_process(rank, world_size, path, negatives):
             redraw = loader.neighbor_sampler.sample(
                 seeds, stream_key(SEED, epoch, step, rank), reference.sample_hop
             )
+            drawn = _edges(redraw.n_id, redraw.edge_index)
             redraw = exclude_pair_edges(redraw, redraw.n_id, index, num_nodes)
             assert _edges(redraw.n_id, redraw.edge_index) == _edges(batch.n_id, batch.edge_index)
+            keys = set(map(tuple, index.t().tolist())) | set(map(tuple, index.flip(0).t().tolist()))
+            # exactly the edges joining a positive pair are gone, in either direction
+            assert [e for e in drawn if e not in keys] == _edges(batch.n_id, batch.edge_index)
+            report["excluded"] += len(drawn) - batch.edge_index.size(1)
             assert sorted(redraw.n_id.tolist()) == sorted(batch.n_id.tolist())
             assert torch.equal(batch.x, x[batch.n_id])
-            keys = set(map(tuple, index.t().tolist())) | set(map(tuple, index.flip(0).t().tolist()))
             assert not keys & set(_edges(batch.n_id, batch.edge_index))
             report["steps"] += 1
             report["remote_seeds"] += int((~torch.isin(seeds, part.global_ids)).sum())
@@ -108,6 +112,7 @@ def test_batches_equal_a_single_process_redraw(world_size, stores):
     reports = run_ranks(_same_as_single_process, world_size, stores[world_size], "global")
     assert len({r["steps"] for r in reports}) == 1  # every rank runs the same steps
     assert sum(r["remote_seeds"] for r in reports) > 0  # targets owned elsewhere were seeds
+    assert sum(r["excluded"] for r in reports) > 0  # the positives' own edges were sampled
 
 
 def test_local_negatives_come_from_the_rank(stores):
