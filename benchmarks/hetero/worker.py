@@ -7,6 +7,9 @@ Runs in this project's venv (``ours``: :class:`~lightning_gnn_dist.nn.HeteroRGCN
 import this package: everything is imported inside the functions.
 
     python benchmarks/hetero/worker.py --system ours --task full --data G.npz --out R.json
+
+``lightning`` is the user's path (:func:`run_lightning`), which reads the graph from its spec
+(``--spec``) as a user's datamodule does.
 """
 
 # ruff: noqa: E402  (the environment must be set before torch is imported)
@@ -124,6 +127,57 @@ def run_ours(args) -> dict:
     return {"records": records, "accuracy": accuracy, "torch": torch.__version__}
 
 
+def run_lightning(args) -> dict:
+    """The user's path: ``GraphPartitionDataModule`` on the spec (one part) and
+    ``HeteroNodeClassifier("rgcn")`` under ``Trainer(strategy="gnn_ddp")``, as the
+    heterogeneous-graphs guide shows; the same widths, dropout, optimiser, fan-outs and batch
+    size as ``ours``. Per epoch: the process's CPU and wall seconds between Lightning's epoch
+    hooks (no validation, logger, checkpoint or progress bar); the test accuracy of
+    ``trainer.test`` (full batch)."""
+    import pytorch_lightning as pl
+    import torch
+
+    sys.path.insert(0, str(REPO))
+    import lightning_gnn_dist as lgd
+
+    class EpochTimer(pl.Callback):
+        def __init__(self):
+            self.records = []
+
+        def on_train_epoch_start(self, trainer, pl_module):
+            self._start, self._steps = (time.process_time(), time.perf_counter()), 0
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            self._steps += 1
+
+        def on_train_epoch_end(self, trainer, pl_module):
+            cpu, wall = time.process_time() - self._start[0], time.perf_counter() - self._start[1]
+            self.records.append({"cpu": cpu, "wall": wall, "steps": self._steps})
+
+    options = {}
+    if args.task == "mini":
+        options = {"loader": "neighbor", "num_neighbors": list(args.fanout),
+                   "batch_size": args.batch_size, "shuffle": True}  # fmt: skip
+    torch.manual_seed(0)
+    datamodule = lgd.GraphPartitionDataModule(
+        args.spec, method="random", num_parts=1, verify_dataset=False,
+        root=str(Path(args.out).parent / "stores"), **options,
+    )  # fmt: skip
+    module = lgd.HeteroNodeClassifier("rgcn", hidden_channels=args.hidden, num_layers=2,
+                                      dropout=args.dropout, lr=0.01)  # fmt: skip
+    timer = EpochTimer()
+    trainer = pl.Trainer(
+        strategy="gnn_ddp", accelerator="cpu", devices=1, max_epochs=args.epochs,
+        callbacks=[timer], logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+        num_sanity_val_steps=0, default_root_dir=str(Path(args.out).parent),
+    )  # fmt: skip
+    trainer.fit(module, datamodule=datamodule)
+    (tested,) = trainer.test(module, datamodule=datamodule, verbose=False)
+    accuracy = next(value for key, value in tested.items() if key.startswith("test_acc"))
+    return {"records": timer.records, "accuracy": float(accuracy), "torch": torch.__version__}
+
+
 # -- DGL ----------------------------------------------------------------------------------------
 def run_dgl(args) -> dict:
     import dgl
@@ -228,7 +282,8 @@ def run_dgl(args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--system", choices=("ours", "dgl"), required=True)
+    parser.add_argument("--system", choices=("ours", "dgl", "lightning"), required=True)
+    parser.add_argument("--spec", default="", help="the dataset spec (the user's path)")
     parser.add_argument("--task", choices=("full", "mini"), required=True)
     parser.add_argument("--data", required=True)
     parser.add_argument("--out", required=True)
@@ -241,7 +296,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    result = (run_ours if args.system == "ours" else run_dgl)(args)
+    result = {"ours": run_ours, "dgl": run_dgl, "lightning": run_lightning}[args.system](args)
     Path(args.out).write_text(json.dumps(result))
 
 
