@@ -38,6 +38,7 @@ from lightning_gnn_dist.comm.rdm import check_codec_option
 from lightning_gnn_dist.data.hetero_local import is_typed_part
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.targets import labelled_per_vertex
+from lightning_gnn_dist.lightning.auto_plan import AUTO
 from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral
 from lightning_gnn_dist.lightning.launcher import (
     GNNMultiProcessingLauncher,
@@ -71,7 +72,6 @@ from lightning_gnn_dist.nn.vertex_cut import check_reductions
 from lightning_gnn_dist.utils.checks import check_choice, check_keywords, check_number
 
 STAGES = ("train", "validate", "test", "predict")
-AUTO = "auto"
 log = logging.getLogger(__name__)
 
 

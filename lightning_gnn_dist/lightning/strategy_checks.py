@@ -11,10 +11,11 @@ from typing import Any
 
 import torch
 
-from lightning_gnn_dist.comm.base import AUTO, EXCHANGE_MODES, resolve_exchange_mode
+from lightning_gnn_dist.comm.base import EXCHANGE_MODES, resolve_exchange_mode
 from lightning_gnn_dist.comm.codec import check_fetch_codec, unmatched_codec_layers
 from lightning_gnn_dist.comm.rdm import ORDER_CHOICES
 from lightning_gnn_dist.comm.rdm_plan import parse_order
+from lightning_gnn_dist.lightning.auto_plan import AUTO
 from lightning_gnn_dist.lightning.compat import lightning_classes
 from lightning_gnn_dist.lightning.hetero_data import dataset_is_typed
 from lightning_gnn_dist.lightning.module import NodePredictor
