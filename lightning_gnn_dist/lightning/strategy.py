@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 import warnings
 from contextlib import contextmanager
 from dataclasses import fields, replace
@@ -33,23 +32,20 @@ from lightning_gnn_dist.comm.codec import (
     ADAPTIVE,
     DEFAULT_TOLERANCE,
     CodecPolicy,
-    check_fetch_codec,
-    unmatched_codec_layers,
 )
 from lightning_gnn_dist.comm.counters import CommCounter
-from lightning_gnn_dist.comm.rdm import ORDER_CHOICES, check_codec_option
-from lightning_gnn_dist.comm.rdm_plan import parse_order
+from lightning_gnn_dist.comm.rdm import check_codec_option
 from lightning_gnn_dist.data.hetero_local import is_typed_part
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.targets import labelled_per_vertex
-from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral, lightning_classes
-from lightning_gnn_dist.lightning.hetero_data import dataset_is_typed
+from lightning_gnn_dist.lightning.auto_plan import AUTO
+from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral
 from lightning_gnn_dist.lightning.launcher import (
     GNNMultiProcessingLauncher,
     GNNSubprocessLauncher,
     Termination,
 )
-from lightning_gnn_dist.lightning.module import NodePredictor
+from lightning_gnn_dist.lightning.rendezvous import join_ranks, seconds_option
 from lightning_gnn_dist.lightning.resume import (
     CHECKPOINT_KEY,
     FORMAT_VERSION,
@@ -58,18 +54,24 @@ from lightning_gnn_dist.lightning.resume import (
     run_identity,
     set_rng_state,
 )
+from lightning_gnn_dist.lightning.strategy_checks import (
+    DDP_STRATEGY_OPTIONS,
+    DDP_WRAPPER_OPTIONS,
+    NO_WRAPPER_REASON,
+    check_datamodule,
+    check_model,
+    same_value,
+)
 from lightning_gnn_dist.lightning.strategy_names import GNN_STRATEGIES, strategy_description
 from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
 from lightning_gnn_dist.nn.distribute import distribute
-from lightning_gnn_dist.nn.hetero import RELATION_MODES, is_sharded, sharded_rows, whole_tables
+from lightning_gnn_dist.nn.hetero import is_sharded, sharded_rows, whole_tables
 from lightning_gnn_dist.nn.sampled import SampledBatchContext
 from lightning_gnn_dist.nn.trim import trim_per_hop
 from lightning_gnn_dist.nn.vertex_cut import check_reductions
-from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
 from lightning_gnn_dist.utils.checks import check_choice, check_keywords, check_number
 
 STAGES = ("train", "validate", "test", "predict")
-AUTO = "auto"
 log = logging.getLogger(__name__)
 
 
@@ -198,7 +200,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         wrapper = {k: v for k, v in kwargs.items() if k in DDP_WRAPPER_OPTIONS}
         kwargs = {k: v for k, v in kwargs.items() if k not in wrapper}
         changed = {
-            k: _NO_WRAPPER for k, v in wrapper.items() if not _same(v, DDP_WRAPPER_OPTIONS[k])
+            k: NO_WRAPPER_REASON
+            for k, v in wrapper.items()
+            if not same_value(v, DDP_WRAPPER_OPTIONS[k])
         }
         own = [
             p
@@ -210,8 +214,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         )
         check_choice("loss_reduction", loss_reduction, ("mean", "sum"))
         check_choice("start_method", start_method, ("popen", "spawn", "fork", "forkserver"))
-        timeout = _seconds("timeout", timeout)
-        self.startup_timeout = _seconds("startup_timeout", startup_timeout)
+        timeout = seconds_option("timeout", timeout)
+        self.startup_timeout = seconds_option("startup_timeout", startup_timeout)
         check_number("codec_tolerance", codec_tolerance, 0)
         given = {
             "cache_base": cache_base,
@@ -270,105 +274,23 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         self._process_group_backend = self._get_process_group_backend()
         kwargs: dict[str, Any] = {"timeout": self._timeout}
         if not dist.is_initialized():
-            kwargs["store"] = _join(self.cluster_environment, self.startup_timeout, self._timeout)
+            kwargs["store"] = join_ranks(
+                self.cluster_environment, self.startup_timeout, self._timeout
+            )
         if _INIT_TAKES_DEVICE_ID:  # torch >= 2.3: NCCL's communicator bound at once
             kwargs["device_id"] = self.root_device if self.root_device.type != "cpu" else None
         _init_dist_connection(self.cluster_environment, self._process_group_backend, **kwargs)
 
     # -- what runs together --------------------------------------------------------------------
     def check_datamodule(self, datamodule, world_size: int | None = None) -> None:
-        """Refuse a datamodule this strategy cannot train exactly as asked (before any process
-        starts: the launchers and the command line call it; ``setup`` again on every rank).
-
-        Checks that the exchange runs on the datamodule's partition kind, that the loader uses
-        the exchange (``cached`` caches nothing across sampled batches; the neighbour loader
-        runs the exchange only for ``eval_loader="full"``), and that the parts fit the world
-        size and the vertex cut's limit.
-
-        Raises:
-            ValueError: naming the option and what to change.
-        """
-        loader = getattr(datamodule, "loader", None)
-        kind = getattr(datamodule, "partition_kind", None)
-        if loader is None or kind is None:
-            return  # not a GraphPartitionDataModule: setup() checks what it can
-        if self.exchange_mode == AUTO:  # before setup: the plan is not read yet
-            if datamodule.method != AUTO:
-                raise ValueError(
-                    "exchange='auto' runs the plan that GraphPartitionDataModule(method='auto', "
-                    f"plan_options={{'widths': [...]}}) stores; method={datamodule.method!r} "
-                    "stores none: use method='auto' (plan_options={'methods': [...]} keeps a "
-                    "method) or name the exchange"
-                )
-            exchange_class, _ = resolve_exchange_mode("p2p")  # every plan's kind and loader
-        else:
-            exchange_class, _ = resolve_exchange_mode(self.exchange_mode)
-        if exchange_class.partition_kind != kind:
-            raise ValueError(
-                f"exchange={self.exchange_mode!r} runs on a {exchange_class.partition_kind} "
-                f"partition, but method={datamodule.method!r} makes a {kind} partition; use exchange "
-                f"{' or '.join(repr(m) for m in _modes_of_kind(kind))}, or another method"
-            )
-        if loader == "neighbor":
-            check_fetch_codec(self.codec_policy)  # the fetch's codec must be fixed
-        typed = dataset_is_typed(getattr(datamodule, "dataset", None))
-        if typed and loader == "full" and self.exchange_mode not in RELATION_MODES:
-            raise ValueError(
-                f"exchange={self.exchange_mode!r} does not run on typed graphs (per-relation "
-                f"halo exchange); use exchange {' or '.join(map(repr, RELATION_MODES))}"
-            )
-        if loader in ("neighbor", "subgraph") and self.exchange_mode not in ("p2p", "broadcast"):
-            why = (
-                "caches nothing across sampled batches (each has its own plan)"
-                if self.exchange_mode == "cached"
-                else "does not apply to sampled batches"
-            )
-            raise ValueError(
-                f"exchange={self.exchange_mode!r} with loader={loader!r}: it {why}; use "
-                "exchange='p2p' or 'broadcast', or loader='full'"
-            )
-        parts = datamodule.num_parts if datamodule.num_parts is not None else world_size
-        if world_size is not None and parts != world_size:
-            raise ValueError(
-                f"num_parts={parts} but {world_size} processes run (devices x num_nodes); every "
-                "process owns one part: set num_parts to the world size or leave it unset"
-            )
-        if kind == "vertex-cut" and parts is not None and parts > MAX_VERTEX_CUT_PARTS:
-            raise ValueError(
-                f"a vertex cut has at most {MAX_VERTEX_CUT_PARTS} parts, but {parts} processes "
-                "run; use fewer processes or a vertex partition"
-            )
+        """Refuse a datamodule this strategy cannot train exactly as asked
+        (:func:`~lightning_gnn_dist.lightning.strategy_checks.check_datamodule`)."""
+        check_datamodule(self, datamodule, world_size)
 
     def check_model(self, model) -> None:
-        """Refuse options that do not fit ``model``'s message-passing layers (before any
-        process starts: the launchers and the command line call it): an ``rdm_order`` string
-        whose length is not twice the number of layers, and a ``codec`` layer name that
-        matches none of them. A model whose layers are made later (``configure_model``) is
-        checked when they are bound.
-
-        Raises:
-            ValueError: naming the option, the model's layers and what to change.
-        """
-        names = _message_passing_layers(model)
-        if not names:
-            return
-        order = self.exchange_options.get("rdm_order")
-        if self.exchange_mode == "rdm" and isinstance(order, str) and order not in ORDER_CHOICES:
-            try:
-                parse_order(order, len(names))
-            except ValueError as error:
-                raise ValueError(
-                    f"rdm_order={order!r} does not fit {type(model).__name__} ({len(names)} "
-                    f"message-passing layers): {error}"
-                ) from None
-        unmatched = unmatched_codec_layers(self.codec_policy, names)
-        if unmatched:
-            raise ValueError(
-                f"codec names layer {unmatched[0]!r}, which {type(model).__name__} does not "
-                f"have; its message-passing layers are {', '.join(names)} (a key matches a "
-                "layer's name or its tail after a dot, e.g. 'convs.0'; 'features' is the "
-                "neighbour fetch and '*' every other layer)"
-            )
+        """Refuse options that do not fit ``model``'s message-passing layers
+        (:func:`~lightning_gnn_dist.lightning.strategy_checks.check_model`)."""
+        check_model(self, model)
 
     def check_launch(self, args: tuple) -> None:
         """:meth:`check_model` and :meth:`check_datamodule` on a ``Trainer`` entry point's
@@ -724,84 +646,6 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
 _INIT_TAKES_DEVICE_ID = "device_id" in inspect.signature(dist.init_process_group).parameters
 
 
-def _join(environment, startup_timeout: timedelta, timeout: timedelta) -> dist.Store:
-    """Rendezvous of all ranks within ``startup_timeout``; returns the store, whose later waits
-    are bounded by the collective ``timeout``."""
-    os.environ["MASTER_ADDR"] = environment.main_address
-    os.environ["MASTER_PORT"] = str(environment.main_port)
-    rank, world_size = environment.global_rank(), environment.world_size()
-    keys = [f"lightning_gnn_dist/started/{r}" for r in range(world_size)]
-    try:
-        store, _, _ = next(dist.rendezvous("env://", rank, world_size, timeout=startup_timeout))
-        store.set(keys[rank], "1")
-        store.wait(keys, startup_timeout)
-    except (RuntimeError, dist.DistError) as error:
-        if "timed out" not in str(error).lower():
-            raise  # e.g. the port is taken: not a start-up delay
-        raise TimeoutError(
-            f"not all {world_size} processes started within "
-            f"startup_timeout={startup_timeout.total_seconds():g} s ({error}); on a loaded "
-            "machine pass a larger GNNStrategy(startup_timeout=...)"
-        ) from None
-    store.set_timeout(timeout)
-    return store
-
-
-DDP_STRATEGY_OPTIONS = (
-    "accelerator",
-    "parallel_devices",
-    "cluster_environment",
-    "checkpoint_io",
-    "precision_plugin",
-    "process_group_backend",
-)
-"""``DDPStrategy`` arguments that configure the processes and therefore apply here."""
-
-_NO_WRAPPER = (
-    "GNNStrategy wraps no DistributedDataParallel (the strategy sums or averages gradients "
-    "itself), so DDP's wrapper options would be ignored"
-)
-_DDP_STRATEGY_PARAMETERS = inspect.signature(
-    lightning_classes("strategies.DDPStrategy")[0].__init__
-).parameters
-DDP_WRAPPER_OPTIONS: dict[str, Any] = {
-    name: parameter.default
-    for name, parameter in [
-        *_DDP_STRATEGY_PARAMETERS.items(),
-        *inspect.signature(torch.nn.parallel.DistributedDataParallel).parameters.items(),
-    ]
-    if name.startswith(("ddp_comm", "model_averaging"))
-    or name not in ("self", "module", "kwargs", *_DDP_STRATEGY_PARAMETERS)
-}
-"""Arguments ``DDPStrategy`` would give ``DistributedDataParallel`` (or its communication
-hooks), with their defaults: refused unless they keep them (a parser passes every default)."""
-
-
-def _same(value: Any, default: Any) -> bool:
-    try:
-        return value is default or bool(value == default)
-    except Exception:  # noqa: BLE001 (a tensor or another object without a plain ==)
-        return False
-
-
-def _message_passing_layers(model: Any) -> list[str]:
-    """Qualified names of ``model``'s message-passing layers, as :func:`distribute` names
-    them; for a :class:`NodePredictor` that builds its network later (``configure_model``),
-    those of the network its settings describe."""
-    from torch_geometric.nn import MessagePassing
-
-    if not isinstance(model, torch.nn.Module):
-        return []
-    names = [n for n, m in model.named_modules() if isinstance(m, MessagePassing)]
-    if names or not isinstance(model, NodePredictor) or model.model is not None:
-        return names
-    try:
-        network = model.network(1, 1, 1)
-    except (TypeError, ValueError):
-        return []  # the module itself reports its settings when it builds
-    return [f"model.{n}" for n, m in network.named_modules() if isinstance(m, MessagePassing)]
-
-
 def _global_train_labels(datamodule) -> int:
     """Labelled training targets of the whole graph: the datamodule's
     ``global_label_count("train_mask")``, or its ``global_mask_count`` (a datamodule without
@@ -821,11 +665,6 @@ def _labelled_share(partition, global_count: int) -> float:
     else:
         local = int(labelled_per_vertex(partition.y)[mask].sum())
     return local / max(1, global_count)
-
-
-def _modes_of_kind(kind: str) -> list[str]:
-    names = sorted(m for m, c in EXCHANGE_MODES.items() if c.partition_kind == kind)
-    return [("cd-<r>" if m == "cd-r" else m) for m in names]
 
 
 def exchange_options(mode: str, exchange_class: type, given: dict[str, Any]) -> dict[str, Any]:
@@ -852,15 +691,6 @@ def exchange_options(mode: str, exchange_class: type, given: dict[str, Any]) -> 
             )
     options = {name: value for name, value in given.items() if name in takes}
     return exchange_class.check_options(**options)
-
-
-def _seconds(name: str, value: float | timedelta) -> timedelta:
-    if isinstance(value, timedelta):
-        value = value.total_seconds()
-    valid = isinstance(value, int | float) and not isinstance(value, bool)
-    if not valid or not 0 < value <= 1e8:  # nan fails too; 1e8 s (3 years) is a typo
-        raise ValueError(f"{name} must be positive seconds, at most 1e8 (got {value!r})")
-    return timedelta(seconds=value)
 
 
 def _to_device(partition: LocalPartition, device: torch.device) -> LocalPartition:
