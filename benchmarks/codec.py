@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from benchmarks.common.processes import run_ranks
 from benchmarks.harness import Benchmark, Run, log, ratio, ratio_cell, run_rounds
 from lightning_gnn_dist.comm import CommCounter, make_exchange
-from lightning_gnn_dist.comm.codec import CodecPolicy
+from lightning_gnn_dist.comm.codec_policy import CodecPolicy
 from lightning_gnn_dist.data import load_dataset
 from lightning_gnn_dist.data.local import build_local_partitions
 from lightning_gnn_dist.data.vertex_cut import build_vertex_cut_parts

@@ -23,14 +23,8 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.autograd import Function
 
-from lightning_gnn_dist.comm.codec import (
-    CONTROL_LAYER,
-    IDENTITY,
-    Codec,
-    CodecPolicy,
-    all_to_all_rows,
-    row_bytes,
-)
+from lightning_gnn_dist.comm.codec import CONTROL_LAYER, IDENTITY, Codec, all_to_all_rows, row_bytes
+from lightning_gnn_dist.comm.codec_policy import CodecPolicy
 from lightning_gnn_dist.comm.counters import CommCounter, Traffic
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.partition.metrics import PartitionMetrics
@@ -84,7 +78,7 @@ class HaloExchange(ABC):
         counter: where bytes and messages are recorded. (default: a new :class:`CommCounter`)
         group: process group whose ranks are the parts. (default: the world group)
         codec: how rows travel in training rounds: a
-            :class:`~lightning_gnn_dist.comm.codec.CodecPolicy` or its spec (``"fp32"``,
+            :class:`~lightning_gnn_dist.comm.codec_policy.CodecPolicy` or its spec (``"fp32"``,
             ``"fp16"``, ``"bf16"``, ``"int8"``, ``"int4"``, ``"adaptive"``, or a mapping per
             direction or layer). Evaluation rounds (``begin_round(None)``) always send ``fp32``.
             (default: ``"fp32"``, rows as they are)

@@ -39,7 +39,7 @@ from torch import Tensor
 from torch.autograd import Function
 
 from lightning_gnn_dist.comm.base import HaloExchange, Transfer
-from lightning_gnn_dist.comm.codec import CodecPolicy
+from lightning_gnn_dist.comm.codec_policy import CodecPolicy
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.messages import all_to_all
 from lightning_gnn_dist.comm.rdm_plan import (

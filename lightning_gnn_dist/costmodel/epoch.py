@@ -83,7 +83,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lightning_gnn_dist.comm import resolve_exchange_mode
-from lightning_gnn_dist.comm.codec import ADAPTIVE, CodecPolicy, get_codec, row_bytes
+from lightning_gnn_dist.comm.codec import ADAPTIVE, get_codec, row_bytes
+from lightning_gnn_dist.comm.codec_policy import CodecPolicy
 from lightning_gnn_dist.comm.hierarchical import predicted_hierarchical_rows
 from lightning_gnn_dist.comm.rdm import check_codec_option
 from lightning_gnn_dist.comm.rdm_plan import (

@@ -28,11 +28,8 @@ from lightning_gnn_dist.comm.base import (
     make_exchange,
     resolve_exchange_mode,
 )
-from lightning_gnn_dist.comm.codec import (
-    ADAPTIVE,
-    DEFAULT_TOLERANCE,
-    CodecPolicy,
-)
+from lightning_gnn_dist.comm.codec import ADAPTIVE, DEFAULT_TOLERANCE
+from lightning_gnn_dist.comm.codec_policy import CodecPolicy
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.rdm import check_codec_option
 from lightning_gnn_dist.data.hetero_local import is_typed_part

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from lightning_gnn_dist.comm.base import EXCHANGE_MODES, resolve_exchange_mode
-from lightning_gnn_dist.comm.codec import check_fetch_codec, unmatched_codec_layers
+from lightning_gnn_dist.comm.codec_policy import check_fetch_codec, unmatched_codec_layers
 from lightning_gnn_dist.comm.rdm import ORDER_CHOICES
 from lightning_gnn_dist.comm.rdm_plan import parse_order
 from lightning_gnn_dist.lightning.auto_plan import AUTO

@@ -33,7 +33,8 @@ import torch
 from torch import Tensor
 
 from lightning_gnn_dist.comm import CommCounter, make_exchange
-from lightning_gnn_dist.comm.codec import ADAPTIVE, CodecPolicy, all_to_all_rows
+from lightning_gnn_dist.comm.codec import ADAPTIVE, all_to_all_rows
+from lightning_gnn_dist.comm.codec_policy import CodecPolicy
 from lightning_gnn_dist.comm.messages import all_to_all
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.sampler import InEdges
@@ -60,7 +61,7 @@ class PartitionedGraphStore:
             (default: ``0``)
         codec: how remote feature rows travel: a fixed codec of
             :mod:`~lightning_gnn_dist.comm.codec` (``"fp32"``, ``"fp16"``, ``"bf16"``,
-            ``"int8"``, ``"int4"``) or a :class:`~lightning_gnn_dist.comm.codec.CodecPolicy`
+            ``"int8"``, ``"int4"``) or a :class:`~lightning_gnn_dist.comm.codec_policy.CodecPolicy`
             (looked up as layer ``"features"``, direction ``"forward"``). It applies to every
             fetch made while it is set (training and evaluation batches; the hot-row cache when
             given here); the counters record the encoded bytes. ``GNNStrategy(codec=...)`` sets
@@ -145,7 +146,7 @@ class PartitionedGraphStore:
 
     @property
     def codec(self) -> CodecPolicy:
-        """The :class:`~lightning_gnn_dist.comm.codec.CodecPolicy` of the feature fetch."""
+        """The :class:`~lightning_gnn_dist.comm.codec_policy.CodecPolicy` of the feature fetch."""
         return self._codec
 
     @codec.setter

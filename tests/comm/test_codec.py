@@ -13,13 +13,12 @@ from lightning_gnn_dist.comm import make_exchange
 from lightning_gnn_dist.comm.codec import (
     CODECS,
     CONTROL_LAYER,
-    CodecPolicy,
     IntCodec,
     _bf16_toward,
     get_codec,
-    parse_codec_spec,
     quantisation_variance,
 )
+from lightning_gnn_dist.comm.codec_policy import CodecPolicy, parse_codec_spec
 from lightning_gnn_dist.data.local import build_local_partitions
 from lightning_gnn_dist.data.vertex_cut import build_vertex_cut_parts
 from lightning_gnn_dist.partition import get_partitioner

@@ -11,7 +11,8 @@ import pytorch_lightning as pl
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from lightning_gnn_dist import GNNStrategy, GraphPartitionDataModule, NodeClassifier
-from lightning_gnn_dist.comm.codec import CONTROL_LAYER, CodecPolicy
+from lightning_gnn_dist.comm.codec import CONTROL_LAYER
+from lightning_gnn_dist.comm.codec_policy import CodecPolicy
 from lightning_gnn_dist.lightning.callbacks import CommunicationMonitor
 from tests.helpers import fit_quietly
 from tests.lightning.test_exactness import DATASET, HIDDEN, LR, Recorder, reference_run

@@ -90,7 +90,9 @@ def _reference():
 
 def test_a_module_with_edge_weights_and_features_trains_exactly(tmp_path):
     pl.seed_everything(0)
-    datamodule = GraphPartitionDataModule(_graph(), method="random", num_parts=2, root=str(tmp_path))
+    datamodule = GraphPartitionDataModule(
+        _graph(), method="random", num_parts=2, root=str(tmp_path)
+    )
     monitor = CommunicationMonitor()
     out = tmp_path / "result.json"
     fit_quietly(
