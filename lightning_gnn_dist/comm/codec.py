@@ -413,15 +413,3 @@ __all__ = [
     "quantisation_variance",
     "row_bytes",
 ]
-
-
-_POLICY_NAMES = ("CodecPolicy", "check_fetch_codec", "parse_codec_spec", "unmatched_codec_layers")
-
-
-def __getattr__(name: str):
-    # The policy moved to codec_policy (which imports this module): old imports keep working.
-    if name in _POLICY_NAMES:
-        from lightning_gnn_dist.comm import codec_policy
-
-        return getattr(codec_policy, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
