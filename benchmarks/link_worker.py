@@ -224,21 +224,8 @@ def run_lightning(args, task, data):
     import torch
 
     sys.path.insert(0, str(REPO))
+    from benchmarks.peer_dgl.user_path import EpochTimer  # the user-path timer of peer_dgl
     from lightning_gnn_dist import LinkDataModule, LinkPredictor
-
-    class EpochTimer(pl.Callback):
-        def __init__(self):
-            self.records = []
-
-        def on_train_epoch_start(self, trainer, pl_module):
-            self._start, self._steps = (time.process_time(), time.perf_counter()), 0
-
-        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-            self._steps += 1
-
-        def on_train_epoch_end(self, trainer, pl_module):
-            cpu, wall = time.process_time() - self._start[0], time.perf_counter() - self._start[1]
-            self.records.append({"cpu": cpu, "wall": wall, "steps": self._steps})
 
     options = {"loader": "full"}
     if task == "mini":

@@ -139,20 +139,7 @@ def run_lightning(args) -> dict:
 
     sys.path.insert(0, str(REPO))
     import lightning_gnn_dist as lgd
-
-    class EpochTimer(pl.Callback):
-        def __init__(self):
-            self.records = []
-
-        def on_train_epoch_start(self, trainer, pl_module):
-            self._start, self._steps = (time.process_time(), time.perf_counter()), 0
-
-        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-            self._steps += 1
-
-        def on_train_epoch_end(self, trainer, pl_module):
-            cpu, wall = time.process_time() - self._start[0], time.perf_counter() - self._start[1]
-            self.records.append({"cpu": cpu, "wall": wall, "steps": self._steps})
+    from benchmarks.peer_dgl.user_path import EpochTimer  # the user-path timer of peer_dgl
 
     options = {}
     if args.task == "mini":

@@ -21,7 +21,7 @@ from torchmetrics import MeanMetric
 
 from lightning_gnn_dist.data.targets import check_task
 from lightning_gnn_dist.lightning.compat import LightningNeutral
-from lightning_gnn_dist.lightning.metrics import TaskMetrics, task_loss
+from lightning_gnn_dist.lightning.metrics import TaskMetrics, log_split_metrics, task_loss
 from lightning_gnn_dist.nn.hetero_models import HETERO_MODELS, HeteroRGCN, HeteroSAGE, TypeEncoder
 from lightning_gnn_dist.utils.checks import check_int, check_number
 
@@ -191,13 +191,7 @@ class HeteroNodeClassifier(LightningNeutral, lightning_base="LightningModule"):
 
     def _evaluate(self, batch: HeteroData, split: str) -> None:
         out, y, _ = self._split(batch, split)
-        loss = getattr(self, f"{split}_loss")
-        loss.update(task_loss(out.detach(), y, self.task))
-        metrics = self.split_metrics[split]
-        metrics.update(out, y)
-        self.log(f"{split}_loss", loss, batch_size=1)
-        for name, metric in metrics.items():
-            self.log(f"{split}_{name}", metric, batch_size=1, prog_bar=True)
+        log_split_metrics(self, split, out, y, self.task)
 
     def validation_step(self, batch: HeteroData, batch_idx: int) -> None:
         self._evaluate(batch, "val")

@@ -185,3 +185,16 @@ class TaskMetrics(torch.nn.Module):
     def items(self):
         """``(name, metric)`` pairs, e.g. ``("acc", MulticlassAccuracy)``."""
         return self.metrics.items()
+
+
+def log_split_metrics(module, split: str, out: Tensor, y: Tensor, task: str) -> None:
+    """Update ``module``'s ``{split}_loss`` (a mean metric) and ``split_metrics[split]`` (a
+    :class:`TaskMetrics`) with the labelled rows of ``out`` ``[n, C]`` against ``y``, and log
+    both (Lightning reduces them over ranks at the epoch's end)."""
+    loss = getattr(module, f"{split}_loss")
+    loss.update(task_loss(out.detach(), y, task))
+    metrics = module.split_metrics[split]
+    metrics.update(out, y)
+    module.log(f"{split}_loss", loss, batch_size=1)
+    for name, metric in metrics.items():
+        module.log(f"{split}_{name}", metric, batch_size=1, prog_bar=True)

@@ -34,7 +34,7 @@ from torchmetrics import MeanMetric
 
 from lightning_gnn_dist.data.targets import check_task
 from lightning_gnn_dist.lightning.compat import LightningNeutral
-from lightning_gnn_dist.lightning.metrics import TaskMetrics, task_loss
+from lightning_gnn_dist.lightning.metrics import TaskMetrics, log_split_metrics, task_loss
 from lightning_gnn_dist.nn.models import DEEPERGCN_NORMS, MODELS, build_model
 
 SPLITS = ("val", "test")
@@ -237,13 +237,7 @@ class NodePredictor(LightningNeutral, lightning_base="LightningModule"):
     def _evaluate(self, batch: Data, split: str) -> None:
         out, rows = self._split_outputs(batch, split)
         y = batch.y[rows]
-        loss = getattr(self, f"{split}_loss")
-        loss.update(task_loss(out.detach(), y, self.task))
-        metrics = self.split_metrics[split]
-        metrics.update(out, y)
-        self.log(f"{split}_loss", loss, batch_size=1)
-        for name, metric in metrics.items():
-            self.log(f"{split}_{name}", metric, batch_size=1, prog_bar=True)
+        log_split_metrics(self, split, out, y, self.task)
 
     def validation_step(self, batch: Data, batch_idx: int) -> None:
         self._evaluate(batch, "val")

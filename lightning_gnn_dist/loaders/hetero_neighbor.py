@@ -453,35 +453,19 @@ class HeteroNeighborLoaders(NeighborLoaders):
     :class:`~lightning_gnn_dist.loaders.neighbor.NeighborLoaders`; fan-outs as
     :func:`check_typed_fanouts`)."""
 
-    def loader(self, split: str) -> HeteroNeighborLoader:
-        if split not in self._loaders:
-            store = self.store
-            if split == "predict":
-                mask = None
-                counts = store.partition.part_type_counts[
-                    :, store.schema.type_index(store.schema.target_type)
-                ].tolist()
-            else:
-                mask = store.target_masks(split)
-                if mask is None:
-                    raise ValueError(
-                        f"the dataset has no {split}_mask; cannot serve {split} batches"
-                    )
-                counts = self.mask_counts.get(f"{split}_mask", [int(mask.sum())])
-            train = split == "train"
-            self._loaders[split] = HeteroNeighborLoader(
-                store,
-                self.num_neighbors if train else self.eval_num_neighbors,
-                mask,
-                batch_size=self.batch_size,
-                shuffle=self.shuffle and train,
-                replace=self.replace,
-                seed=self.seed,
-                num_steps=math.ceil(max(counts) / self.batch_size),
-                prefetch=self.prefetch and train,
-                device=self.device,
-            )
-        return self._loaders[split]
+    loader_class = HeteroNeighborLoader
+
+    def seeds(self, split: str) -> tuple[Tensor | None, list[int]]:
+        """``(mask, counts)`` over the target type's owned vertices (``"predict"``: ``None``,
+        every one of them)."""
+        store = self.store
+        if split == "predict":
+            target = store.schema.type_index(store.schema.target_type)
+            return None, store.partition.part_type_counts[:, target].tolist()
+        mask = store.target_masks(split)
+        if mask is None:
+            raise ValueError(f"the dataset has no {split}_mask; cannot serve {split} batches")
+        return mask, self.mask_counts.get(f"{split}_mask", [int(mask.sum())])
 
 
 def typed_edge_attribute(key: str, name: str) -> str:

@@ -246,23 +246,29 @@ class NeighborLoaders:
         self.device: torch.device | None = None
         self._loaders: dict[str, NeighborLoader] = {}
 
+    #: The loader class each split gets (a subclass serves typed graphs).
+    loader_class: type[NeighborLoader] = NeighborLoader
+
+    def seeds(self, split: str) -> tuple[Tensor | None, list[int]]:
+        """``(mask, counts)`` of ``split``: the rank's seed mask over its owned vertices, and
+        every part's seed count (``"predict"``: every owned vertex)."""
+        part = self.store.partition
+        if split == "predict":
+            return torch.ones(part.num_owned, dtype=torch.bool), torch.diff(
+                part.part_offsets
+            ).tolist()
+        mask = getattr(part, f"{split}_mask")
+        if mask is None:
+            raise ValueError(f"the dataset has no {split}_mask; cannot serve {split} batches")
+        return mask, self.mask_counts.get(f"{split}_mask", [int(mask.sum())])
+
     def loader(self, split: str) -> NeighborLoader:
         """The loader of ``split`` (``"train"``, ``"val"``, ``"test"``, or ``"predict"``: every
         owned vertex), built once."""
         if split not in self._loaders:
-            part = self.store.partition
-            if split == "predict":
-                mask = torch.ones(part.num_owned, dtype=torch.bool)
-                counts = torch.diff(part.part_offsets).tolist()
-            else:
-                mask = getattr(part, f"{split}_mask")
-                if mask is None:
-                    raise ValueError(
-                        f"the dataset has no {split}_mask; cannot serve {split} batches"
-                    )
-                counts = self.mask_counts.get(f"{split}_mask", [int(mask.sum())])
+            mask, counts = self.seeds(split)
             train = split == "train"
-            self._loaders[split] = NeighborLoader(
+            self._loaders[split] = self.loader_class(
                 self.store,
                 self.num_neighbors if train else self.eval_num_neighbors,
                 mask,
