@@ -21,7 +21,12 @@ from torchmetrics import MeanMetric
 
 from lightning_gnn_dist.data.targets import check_task
 from lightning_gnn_dist.lightning.compat import LightningNeutral
-from lightning_gnn_dist.lightning.metrics import TaskMetrics, log_split_metrics, task_loss
+from lightning_gnn_dist.lightning.metrics import (
+    TaskMetrics,
+    log_split_metrics,
+    task_loss,
+    training_loss,
+)
 from lightning_gnn_dist.nn.hetero_models import HETERO_MODELS, HeteroRGCN, HeteroSAGE, TypeEncoder
 from lightning_gnn_dist.utils.checks import check_int, check_number
 
@@ -176,18 +181,7 @@ class HeteroNodeClassifier(LightningNeutral, lightning_base="LightningModule"):
 
     def training_step(self, batch: HeteroData, batch_idx: int) -> Tensor:
         out, y, sampled = self._split(batch, "train")
-        losses = task_loss(out, y, self.task)
-        total, local = losses.sum(), losses.numel()
-        if sampled:  # the mean over this rank's seeds; the ranks' mean is logged
-            loss = total / max(1, local)
-            self.log("train_loss", loss.detach(), sync_dist=True, batch_size=1, prog_bar=True)
-            return loss
-        global_count = (
-            batch.get("num_train_labels_global", None) or batch.get("num_train_global", None)
-        ) or local
-        share = total.detach() / max(1, global_count)  # summed over ranks: the global mean
-        self.log("train_loss", share, reduce_fx="sum", sync_dist=True, batch_size=1, prog_bar=True)
-        return total / max(1, local)
+        return training_loss(self, task_loss(out, y, self.task), sampled, batch)
 
     def _evaluate(self, batch: HeteroData, split: str) -> None:
         out, y, _ = self._split(batch, split)

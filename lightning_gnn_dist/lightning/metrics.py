@@ -198,3 +198,22 @@ def log_split_metrics(module, split: str, out: Tensor, y: Tensor, task: str) -> 
     module.log(f"{split}_loss", loss, batch_size=1)
     for name, metric in metrics.items():
         module.log(f"{split}_{name}", metric, batch_size=1, prog_bar=True)
+
+
+def training_loss(module, losses: Tensor, sampled: bool, batch) -> Tensor:
+    """The loss ``module``'s ``training_step`` returns for the per-target ``losses`` of this
+    rank, logged as ``train_loss``. A sampled batch: the mean over this rank's seeds (the ranks'
+    mean is logged). A full batch: the mean over the rank's labelled targets, logged as the
+    rank's share of the global mean (``batch.num_train_labels_global``, else
+    ``num_train_global``), which the ranks sum."""
+    total, local = losses.sum(), losses.numel()
+    if sampled:
+        loss = total / max(1, local)
+        module.log("train_loss", loss.detach(), sync_dist=True, batch_size=1, prog_bar=True)
+        return loss
+    global_count = (
+        batch.get("num_train_labels_global", None) or batch.get("num_train_global", None)
+    ) or local
+    share = total.detach() / max(1, global_count)  # summed over ranks: the global mean
+    module.log("train_loss", share, reduce_fx="sum", sync_dist=True, batch_size=1, prog_bar=True)
+    return total / max(1, local)

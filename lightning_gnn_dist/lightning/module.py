@@ -34,7 +34,12 @@ from torchmetrics import MeanMetric
 
 from lightning_gnn_dist.data.targets import check_task
 from lightning_gnn_dist.lightning.compat import LightningNeutral
-from lightning_gnn_dist.lightning.metrics import TaskMetrics, log_split_metrics, task_loss
+from lightning_gnn_dist.lightning.metrics import (
+    TaskMetrics,
+    log_split_metrics,
+    task_loss,
+    training_loss,
+)
 from lightning_gnn_dist.nn.models import DEEPERGCN_NORMS, MODELS, build_model
 
 SPLITS = ("val", "test")
@@ -221,18 +226,7 @@ class NodePredictor(LightningNeutral, lightning_base="LightningModule"):
     def training_step(self, batch: Data, batch_idx: int) -> Tensor:
         out, rows = self._split_outputs(batch, "train")
         losses = task_loss(out, batch.y[rows], self.task)
-        total = losses.sum()
-        local = losses.numel()
-        if "batch_size" in batch:  # the mean over this rank's seeds; the ranks' mean is logged
-            loss = total / max(1, local)
-            self.log("train_loss", loss.detach(), sync_dist=True, batch_size=1, prog_bar=True)
-            return loss
-        global_count = (
-            batch.get("num_train_labels_global", None) or batch.get("num_train_global", None)
-        ) or local
-        share = total.detach() / max(1, global_count)  # summed over ranks: the global mean
-        self.log("train_loss", share, reduce_fx="sum", sync_dist=True, batch_size=1, prog_bar=True)
-        return total / max(1, local)
+        return training_loss(self, losses, "batch_size" in batch, batch)
 
     def _evaluate(self, batch: Data, split: str) -> None:
         out, rows = self._split_outputs(batch, split)
