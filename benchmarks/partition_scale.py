@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.processes import cpu_seconds, peak_rss_bytes
 from benchmarks.harness import REPO, Run, fmt, load_average, log, markdown_table
 
 SPEC = "rmat?scale={scale}&edge_factor=16&features=64"
@@ -56,17 +56,6 @@ DGL_WORKER = REPO / "benchmarks" / "peer_dgl" / "partition_worker.py"
 GIB = 2**30
 
 
-def _status(key: str) -> int:
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith(key))
-    return int(line.split()[1]) * 1024
-
-
-def _cpu() -> float:
-    own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def cell(scale: int, num_parts: int, name: str, peak_file: str) -> dict[str, Any]:
     """One measured partition step in this (fresh) process."""
     from lightning_gnn_dist.data.datasets import load_dataset
@@ -80,7 +69,7 @@ def cell(scale: int, num_parts: int, name: str, peak_file: str) -> dict[str, Any
     os.environ["LGD_PARTITION_PEAK_FILE"] = peak_file
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")  # reset VmHWM: the generator's peak is not the partition step's
-    cpu, wall = _cpu(), time.perf_counter()
+    cpu, wall = cpu_seconds(), time.perf_counter()
     assignment = partitioner.partition(data, num_parts)
     if name == "metis+refine":
         from lightning_gnn_dist.partition.weights import vertex_weights
@@ -88,7 +77,7 @@ def cell(scale: int, num_parts: int, name: str, peak_file: str) -> dict[str, Any
         weights = vertex_weights(data, "work")
         view = EdgeView(data.edge_index, data.num_nodes)
         assignment = refine_volume(view, weights, assignment, num_parts, 0.03).assignment
-    partition_cpu, partition_wall = _cpu() - cpu, time.perf_counter() - wall
+    partition_cpu, partition_wall = cpu_seconds() - cpu, time.perf_counter() - wall
     metrics = partitioner.metrics(data, assignment, num_parts)
     child_peak = max((int(x) for x in Path(peak_file).read_text().split()), default=0)
     return {
@@ -96,8 +85,8 @@ def cell(scale: int, num_parts: int, name: str, peak_file: str) -> dict[str, Any
         "num_edges": int(data.edge_index.size(1)),
         "cpu_seconds": partition_cpu,
         "wall_seconds": partition_wall,
-        "metrics_cpu_seconds": _cpu() - cpu - partition_cpu,
-        "process_peak_bytes": _status("VmHWM"),
+        "metrics_cpu_seconds": cpu_seconds() - cpu - partition_cpu,
+        "process_peak_bytes": peak_rss_bytes(),
         "worker_peak_bytes": child_peak,
         "total_volume_rows": metrics.total_volume_rows,
         "max_send_rows": int(metrics.send_rows.max()),

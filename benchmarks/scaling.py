@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common.processes import cpu_seconds, peak_rss_bytes, rss_bytes
 from benchmarks.harness import (
     REPO,
     Benchmark,
@@ -65,19 +66,6 @@ GIB = 2**30
 # measurement helpers (in the cell processes)
 
 
-def _status(key: str) -> int:
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith(key))
-    return int(line.split()[1]) * 1024
-
-
-def _cpu() -> float:
-    import resource
-
-    own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def _reset_peak() -> None:
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")  # VmHWM := VmRSS
@@ -92,10 +80,10 @@ def cell_write(root: str, scale: int) -> dict[str, Any]:
 
     folder = Path(root) / f"rmat{scale}"
     shutil.rmtree(folder, ignore_errors=True)
-    cpu, wall = _cpu(), time.perf_counter()
+    cpu, wall = cpu_seconds(), time.perf_counter()
     write_rmat_chunked(folder, scale, EDGE_FACTOR, features=FEATURES, classes=CLASSES)
-    return {"cpu_seconds": _cpu() - cpu, "wall_seconds": time.perf_counter() - wall,
-            "process_peak_bytes": _status("VmHWM")}  # fmt: skip
+    return {"cpu_seconds": cpu_seconds() - cpu, "wall_seconds": time.perf_counter() - wall,
+            "process_peak_bytes": peak_rss_bytes()}  # fmt: skip
 
 
 def cell_ingest(root: str, scale: int) -> dict[str, Any]:
@@ -103,12 +91,12 @@ def cell_ingest(root: str, scale: int) -> dict[str, Any]:
 
     meta = _meta(Path(root), scale)
     shutil.rmtree(meta.parent / "lgd-canonical", ignore_errors=True)
-    cpu, wall = _cpu(), time.perf_counter()
+    cpu, wall = cpu_seconds(), time.perf_counter()
     data = load_dataset(f"chunked:{meta}")
     return {
-        "cpu_seconds": _cpu() - cpu,
+        "cpu_seconds": cpu_seconds() - cpu,
         "wall_seconds": time.perf_counter() - wall,
-        "process_peak_bytes": _status("VmHWM"),
+        "process_peak_bytes": peak_rss_bytes(),
         "num_nodes": int(data.num_nodes),
         "num_edges": int(data.edge_index.size(1)),
     }
@@ -125,9 +113,9 @@ def cell_partition(root: str, scale: int, parts: int, method: str) -> dict[str, 
     peak_file = Path(root) / f".peak-{os.getpid()}"
     peak_file.write_text("")
     os.environ["LGD_PARTITION_PEAK_FILE"] = str(peak_file)
-    before = _status("VmRSS")
+    before = rss_bytes()
     _reset_peak()
-    cpu, wall = _cpu(), time.perf_counter()
+    cpu, wall = cpu_seconds(), time.perf_counter()
     path = Path(root) / "stores" / f"rmat{scale}-{method}-p{parts}"
     try:
         store = partition_to_store(
@@ -136,10 +124,10 @@ def cell_partition(root: str, scale: int, parts: int, method: str) -> dict[str, 
     except MemoryError as error:
         return {"status": f"refused: {str(error).split(';')[0]}"}
     row = {
-        "cpu_seconds": _cpu() - cpu,
+        "cpu_seconds": cpu_seconds() - cpu,
         "wall_seconds": time.perf_counter() - wall,
         "rss_before_bytes": before,
-        "process_peak_bytes": _status("VmHWM"),
+        "process_peak_bytes": peak_rss_bytes(),
         "worker_peak_bytes": max((int(v) for v in peak_file.read_text().split()), default=0),
     }
     peak_file.unlink()
@@ -168,10 +156,10 @@ def cell_train_rank(store: str, epochs: int, result: str) -> dict[str, Any]:
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    after_imports = _status("VmRSS")
+    after_imports = rss_bytes()
     opened = PartitionStore.open(store)
     part = opened.load_part(rank)
-    loaded = _status("VmRSS")
+    loaded = rss_bytes()
     torch.manual_seed(0)
     model = build_model("gcn", part.x.size(1), HIDDEN, int(opened.meta["num_classes"]), dropout=0.5)
     for parameter in model.parameters():  # gradients summed over ranks (timing, as peer_dgl)
@@ -192,7 +180,7 @@ def cell_train_rank(store: str, epochs: int, result: str) -> dict[str, Any]:
         records.append({"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall,
                         "bytes_sent": context.exchange.counter.total("bytes_sent") - sent})  # fmt: skip
     values = {"rank": rank, "epochs": records, "after_imports_bytes": after_imports,
-              "after_load_bytes": loaded, "peak_bytes": _status("VmHWM"),
+              "after_load_bytes": loaded, "peak_bytes": peak_rss_bytes(),
               "edges": int(part.edge_index.size(1))}  # fmt: skip
     Path(result).write_text(json.dumps(values))
     dist.destroy_process_group()

@@ -163,6 +163,14 @@ def rss_bytes() -> int:
     return _status_bytes("VmRSS:")
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its waited-for children."""
+    import resource
+
+    own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (for ``MASTER_PORT``)."""
     with socket.socket() as sock:
