@@ -43,7 +43,7 @@ from lightning_gnn_dist.data.hetero_local import relation_view, type_range
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.sampler import InEdges, hash_keys, stream_key, use_compiled
 from lightning_gnn_dist.loaders.graph_store import PartitionedGraphStore
-from lightning_gnn_dist.loaders.neighbor import NeighborLoader, NeighborLoaders, _EpochSetter
+from lightning_gnn_dist.loaders.neighbor import NeighborLoader, NeighborLoaders
 from lightning_gnn_dist.loaders.packing import RowLayout
 
 __all__ = [
@@ -378,7 +378,6 @@ class HeteroNeighborLoader(NeighborLoader):
         prefetch: bool = False,
         device=None,
     ) -> None:
-        from lightning_gnn_dist.loaders.transfer import DeviceTransfer
 
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1 (got {batch_size})")
@@ -396,11 +395,7 @@ class HeteroNeighborLoader(NeighborLoader):
                 f"rank {store.rank} has no seed vertices but {self.num_steps} steps must run; "
                 "use fewer parts or a partitioner that balances the training vertices"
             )
-        self.prefetch = prefetch
-        self.transfer = None if device is None else DeviceTransfer(device)
-        self.epoch = 0
-        self.sampler = _EpochSetter(self)
-        self.batch_sampler = None
+        self._start_stepping(prefetch, device)
 
     def make_batch(self, positions: Tensor, step: int, epoch: int | None = None) -> HeteroData:
         """Sample and fetch one batch (collective on a partitioned store)."""

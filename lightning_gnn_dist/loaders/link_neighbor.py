@@ -23,8 +23,6 @@ predicted from its own edge.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import Tensor
@@ -34,7 +32,7 @@ from lightning_gnn_dist.data.csr import prepare_batch_adjacency
 from lightning_gnn_dist.data.negatives import STREAMS
 from lightning_gnn_dist.data.sampler import NeighborSampler, SampledSubgraph, stream_key
 from lightning_gnn_dist.loaders.link import LinkPairs, NegativeSampler, link_batch_fields
-from lightning_gnn_dist.loaders.transfer import DeviceTransfer
+from lightning_gnn_dist.loaders.stepping import SteppedLoader, add_fetched_rows
 
 
 def exclude_pair_edges(
@@ -74,7 +72,7 @@ def exclude_pair_edges(
     )
 
 
-class LinkNeighborLoader:
+class LinkNeighborLoader(SteppedLoader):
     """Sampled mini-batches of a rank's supervision pairs (module docstring).
 
     Args:
@@ -129,31 +127,11 @@ class LinkNeighborLoader:
                 f"rank {store.rank} has no {split} pairs but {self.num_steps} steps must run; use "
                 "fewer parts or a partition that spreads the pairs' sources"
             )
-        self.prefetch = prefetch
-        self.transfer = None if device is None else DeviceTransfer(device)
-        self.epoch = 0
-        self.sampler = _EpochSetter(self)  # Lightning's loader.sampler.set_epoch(epoch)
-        self.batch_sampler = None
+        self._start_stepping(prefetch, device)
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return self.num_steps
-
-    def batches(self) -> list[Tensor]:
-        """This epoch's pair positions, one tensor per step (as the node loader splits seeds)."""
-        count = self.pairs.num_positives
-        if self.shuffle:
-            generator = torch.Generator().manual_seed(
-                stream_key(self.seed, self.epoch, -1, self.store.rank)
-            )
-            order = torch.randperm(count, generator=generator)
-        else:
-            order = torch.arange(count)
-        if 0 < count < self.num_steps:
-            order = order.repeat(math.ceil(self.num_steps / count))[: self.num_steps]
-        return list(torch.tensor_split(order, self.num_steps)) if self.num_steps else []
+    @property
+    def num_items(self) -> int:
+        return self.pairs.num_positives
 
     def seeds_and_labels(self, positions: Tensor, epoch: int) -> tuple[Tensor, dict]:
         """``(seeds, fields)``: the batch's distinct endpoints (dataset ids, ascending) and its
@@ -205,42 +183,11 @@ class LinkNeighborLoader:
             num_nodes=int(graph.n_id.numel()),
             **fields,
         )
-        if rows.y is not None:
-            batch.y = rows.y
-        for key, value in {**rows.attrs, **graph.edge_data}.items():
-            batch[key] = value
-        if exact:
-            batch.global_in_degree = rows.in_degree
-            batch.global_self_loops = rows.num_self_loops
-            if rows.weight_terms:
-                batch.global_gcn_weight_terms = rows.weight_terms
-        return batch
+        return add_fetched_rows(batch, rows, graph.edge_data, exact)
 
     @property
     def num_nodes(self) -> int:
         return int(self.negative_sampler.num_nodes)
-
-    def _made(self, positions: Tensor, step: int, epoch: int):
-        batch = self.make_batch(positions, step, epoch)
-        return (batch, None) if self.transfer is None else self.transfer.start(batch)
-
-    def _ready(self, batch: Data, event) -> Data:
-        return batch if self.transfer is None else self.transfer.finish(batch, event)
-
-    def __iter__(self) -> Iterator[Data]:
-        batches, epoch = self.batches(), self.epoch
-        self.epoch += 1
-        if not self.prefetch:
-            for step, positions in enumerate(batches):
-                yield self._ready(*self._made(positions, step, epoch))
-            return
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(self._made, batches[0], 0, epoch) if batches else None
-            for step in range(len(batches)):
-                batch, event = pending.result()
-                if step + 1 < len(batches):
-                    pending = pool.submit(self._made, batches[step + 1], step + 1, epoch)
-                yield self._ready(batch, event)
 
     def __repr__(self) -> str:
         return (
@@ -248,14 +195,6 @@ class LinkNeighborLoader:
             f"batch_size={self.batch_size}, pairs={self.pairs.num_positives}, "
             f"steps={self.num_steps}, negatives={self.negative_sampler.negatives!r})"
         )
-
-
-class _EpochSetter:
-    def __init__(self, loader: LinkNeighborLoader) -> None:
-        self.loader = loader
-
-    def set_epoch(self, epoch: int) -> None:
-        self.loader.set_epoch(epoch)
 
 
 __all__ = ["LinkNeighborLoader", "exclude_pair_edges"]

@@ -15,8 +15,6 @@ its seeds to fill the steps.)
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import Tensor
@@ -24,10 +22,10 @@ from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.csr import prepare_batch_adjacency
 from lightning_gnn_dist.data.sampler import NeighborSampler, stream_key
-from lightning_gnn_dist.loaders.transfer import DeviceTransfer
+from lightning_gnn_dist.loaders.stepping import SteppedLoader, add_fetched_rows
 
 
-class NeighborLoader:
+class NeighborLoader(SteppedLoader):
     """Sampled mini-batches of seed vertices and their ``L``-hop in-neighbourhoods.
 
     Each batch is a :class:`~torch_geometric.data.Data` laid out as PyG's ``NeighborLoader``:
@@ -95,34 +93,11 @@ class NeighborLoader:
                 f"rank {store.rank} has no seed vertices but {self.num_steps} steps must run; "
                 "use fewer parts or a partitioner that balances the training vertices"
             )
-        self.prefetch = prefetch
-        self.transfer = None if device is None else DeviceTransfer(device)
-        self.epoch = 0
-        # Lightning's loops call ``loader.sampler.set_epoch(epoch)`` before every epoch, so a
-        # resumed run continues with the epoch's own shuffle and random streams.
-        self.sampler = _EpochSetter(self)
-        self.batch_sampler = None  # read by Lightning's shuffle check next to ``sampler``
+        self._start_stepping(prefetch, device)
 
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch of the next iteration (each iteration otherwise advances it by one)."""
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return self.num_steps
-
-    def batches(self) -> list[Tensor]:
-        """This epoch's seed positions (into ``input_nodes``), one tensor per step."""
-        count = self.input_nodes.numel()
-        if self.shuffle:
-            generator = torch.Generator().manual_seed(
-                stream_key(self.seed, self.epoch, -1, self.store.rank)
-            )
-            order = torch.randperm(count, generator=generator)
-        else:
-            order = torch.arange(count)
-        if 0 < count < self.num_steps:
-            order = order.repeat(math.ceil(self.num_steps / count))[: self.num_steps]
-        return list(torch.tensor_split(order, self.num_steps)) if self.num_steps else []
+    @property
+    def num_items(self) -> int:
+        return self.input_nodes.numel()
 
     def make_batch(self, positions: Tensor, step: int, epoch: int | None = None) -> Data:
         """Sample and fetch one batch (collective on a partitioned store)."""
@@ -155,55 +130,13 @@ class NeighborLoader:
             num_sampled_edges=graph.num_sampled_edges,
             num_nodes=int(graph.n_id.numel()),
         )
-        if rows.y is not None:
-            batch.y = rows.y
-        for key, value in {**rows.attrs, **graph.edge_data}.items():  # e_id, edge and node attrs
-            batch[key] = value
-        if exact:
-            batch.global_in_degree = rows.in_degree
-            batch.global_self_loops = rows.num_self_loops
-            if rows.weight_terms:  # a weighted GCN's global degrees (nn.sampled)
-                batch.global_gcn_weight_terms = rows.weight_terms
-        return batch
-
-    def _made(self, positions: Tensor, step: int, epoch: int) -> tuple[Data, object]:
-        """A batch with its copy to ``device`` started: ``(batch, copy event or None)``."""
-        batch = self.make_batch(positions, step, epoch)
-        return (batch, None) if self.transfer is None else self.transfer.start(batch)
-
-    def _ready(self, batch: Data, event) -> Data:
-        return batch if self.transfer is None else self.transfer.finish(batch, event)
-
-    def __iter__(self) -> Iterator[Data]:
-        batches, epoch = self.batches(), self.epoch
-        self.epoch += 1
-        if not self.prefetch:
-            for step, positions in enumerate(batches):
-                yield self._ready(*self._made(positions, step, epoch))
-            return
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(self._made, batches[0], 0, epoch) if batches else None
-            for step in range(len(batches)):
-                batch, event = pending.result()
-                if step + 1 < len(batches):
-                    pending = pool.submit(self._made, batches[step + 1], step + 1, epoch)
-                yield self._ready(batch, event)
+        return add_fetched_rows(batch, rows, graph.edge_data, exact)
 
     def __repr__(self) -> str:
         return (
             f"NeighborLoader(num_neighbors={self.neighbor_sampler.num_neighbors}, batch_size={self.batch_size}, "
             f"seeds={self.input_nodes.numel()}, steps={self.num_steps}, shuffle={self.shuffle})"
         )
-
-
-class _EpochSetter:
-    """The ``sampler`` attribute Lightning looks for to pass the epoch number."""
-
-    def __init__(self, loader: NeighborLoader) -> None:
-        self.loader = loader
-
-    def set_epoch(self, epoch: int) -> None:
-        self.loader.set_epoch(epoch)
 
 
 class NeighborLoaders:

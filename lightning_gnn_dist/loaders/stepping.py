@@ -1,0 +1,119 @@
+"""What every mini-batch loader of a rank shares: a fixed number of steps per epoch (the same on
+every rank), the epoch's seeded order of its items, Lightning's ``loader.sampler.set_epoch``
+hook, and the step pipeline — sample and fetch (optionally in a background thread, one batch
+ahead) and the copy to the training device.
+
+A subclass calls :meth:`SteppedLoader._start_stepping` at the end of its ``__init__`` and defines
+``make_batch(positions, step, epoch)`` and ``num_items`` (what ``batches`` orders: seeds, pairs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from lightning_gnn_dist.data.sampler import stream_key
+from lightning_gnn_dist.loaders.transfer import DeviceTransfer
+
+__all__ = ["SteppedLoader", "add_fetched_rows"]
+
+
+class SteppedLoader:
+    """Base of :class:`~lightning_gnn_dist.loaders.neighbor.NeighborLoader` and
+    :class:`~lightning_gnn_dist.loaders.link_neighbor.LinkNeighborLoader` (module docstring).
+    Expects ``store`` (its ``rank``), ``seed``, ``shuffle`` and ``num_steps``."""
+
+    num_steps: int
+
+    def _start_stepping(self, prefetch: bool, device: torch.device | str | None) -> None:
+        self.prefetch = prefetch
+        self.transfer = None if device is None else DeviceTransfer(device)
+        self.epoch = 0
+        # Lightning's loops call ``loader.sampler.set_epoch(epoch)`` before every epoch, so a
+        # resumed run continues with the epoch's own shuffle and random streams.
+        self.sampler = _EpochSetter(self)
+        self.batch_sampler = None  # read by Lightning's shuffle check next to ``sampler``
+
+    @property
+    def num_items(self) -> int:
+        """How many items (seeds, pairs) ``batches`` splits into steps."""
+        raise NotImplementedError
+
+    def make_batch(self, positions: Tensor, step: int, epoch: int | None = None) -> Data:
+        raise NotImplementedError
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch of the next iteration (each iteration otherwise advances it by one)."""
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.num_steps
+
+    def batches(self) -> list[Tensor]:
+        """This epoch's item positions, one tensor per step (items repeat when there are fewer
+        items than steps, so every rank runs the same steps)."""
+        count = self.num_items
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(
+                stream_key(self.seed, self.epoch, -1, self.store.rank)
+            )
+            order = torch.randperm(count, generator=generator)
+        else:
+            order = torch.arange(count)
+        if 0 < count < self.num_steps:
+            order = order.repeat(math.ceil(self.num_steps / count))[: self.num_steps]
+        return list(torch.tensor_split(order, self.num_steps)) if self.num_steps else []
+
+    def _made(self, positions: Tensor, step: int, epoch: int) -> tuple[Data, object]:
+        """A batch with its copy to ``device`` started: ``(batch, copy event or None)``."""
+        batch = self.make_batch(positions, step, epoch)
+        return (batch, None) if self.transfer is None else self.transfer.start(batch)
+
+    def _ready(self, batch: Data, event) -> Data:
+        return batch if self.transfer is None else self.transfer.finish(batch, event)
+
+    def __iter__(self) -> Iterator[Data]:
+        batches, epoch = self.batches(), self.epoch
+        self.epoch += 1
+        if not self.prefetch:
+            for step, positions in enumerate(batches):
+                yield self._ready(*self._made(positions, step, epoch))
+            return
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(self._made, batches[0], 0, epoch) if batches else None
+            for step in range(len(batches)):
+                batch, event = pending.result()
+                if step + 1 < len(batches):
+                    pending = pool.submit(self._made, batches[step + 1], step + 1, epoch)
+                yield self._ready(batch, event)
+
+
+class _EpochSetter:
+    """The ``sampler`` attribute Lightning looks for to pass the epoch number."""
+
+    def __init__(self, loader: SteppedLoader) -> None:
+        self.loader = loader
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
+
+
+def add_fetched_rows(batch: Data, rows, edge_data: dict[str, Tensor], exact: bool) -> Data:
+    """Put a fetch's ``rows`` (:class:`~lightning_gnn_dist.loaders.local_store.FetchedRows`:
+    labels, node attributes, and with ``exact`` the global degrees and a weighted GCN's terms)
+    and the sampled edges' ``edge_data`` (``e_id``, edge attributes) on ``batch``."""
+    if rows.y is not None:
+        batch.y = rows.y
+    for key, value in {**rows.attrs, **edge_data}.items():
+        batch[key] = value
+    if exact:
+        batch.global_in_degree = rows.in_degree
+        batch.global_self_loops = rows.num_self_loops
+        if rows.weight_terms:  # a weighted GCN's global degrees (nn.sampled)
+            batch.global_gcn_weight_terms = rows.weight_terms
+    return batch
