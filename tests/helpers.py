@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import builtins
+import gzip
+import socket
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
 import numpy as np
 import torch
 from torch_geometric.data import Data
@@ -100,3 +107,28 @@ def fit_quietly(
     )
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     return trainer
+
+
+def _no_network(*args, **kwargs):
+    raise AssertionError("the OGB test tried to use the network (a download was attempted)")
+
+
+def forbid_ogb_network(monkeypatch, dataset_module) -> None:
+    """Any download by OGB's ``dataset_module`` (``ogb.*.dataset_pyg``), URL open, socket
+    connection or stdin prompt fails the test."""
+    import ogb.utils.url as ogb_url
+
+    monkeypatch.setattr(dataset_module, "download_url", _no_network)
+    monkeypatch.setattr(dataset_module, "decide_download", _no_network)
+    monkeypatch.setattr(ogb_url, "ur", SimpleNamespace(urlopen=_no_network))
+    monkeypatch.setattr(urllib.request, "urlopen", _no_network)
+    monkeypatch.setattr(socket.socket, "connect", _no_network)
+    monkeypatch.setattr(builtins, "input", _no_network)
+
+
+def write_gzip_rows(directory: Path, name: str, rows: list[str]) -> None:
+    """``directory/name``: ``rows`` as lines of a gzip text file (OGB's raw CSV layout); its
+    folder is made when missing."""
+    (directory / name).parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(directory / name, "wt") as handle:
+        handle.write("".join(row + "\n" for row in rows))

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import builtins
-import gzip
 import os
-import socket
-import urllib.request
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -27,27 +22,18 @@ pytest.importorskip("ogb")
 
 from lightning_gnn_dist.data import DatasetError, load_dataset  # noqa: E402
 from lightning_gnn_dist.data.ogb import load_ogb  # noqa: E402
+from tests.helpers import forbid_ogb_network, write_gzip_rows  # noqa: E402
 
 EDGES = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (0, 3)]  # cites: source -> target
 NUM_NODES = 6
-
-
-def _no_network(*args, **kwargs):
-    raise AssertionError("the OGB test tried to use the network (a download was attempted)")
 
 
 @pytest.fixture(autouse=True)
 def offline(monkeypatch):
     """Any download, URL open, socket connection or stdin prompt fails the test."""
     import ogb.nodeproppred.dataset_pyg as dataset_pyg
-    import ogb.utils.url as ogb_url
 
-    monkeypatch.setattr(dataset_pyg, "download_url", _no_network)
-    monkeypatch.setattr(dataset_pyg, "decide_download", _no_network)
-    monkeypatch.setattr(ogb_url, "ur", SimpleNamespace(urlopen=_no_network))
-    monkeypatch.setattr(urllib.request, "urlopen", _no_network)
-    monkeypatch.setattr(socket.socket, "connect", _no_network)
-    monkeypatch.setattr(builtins, "input", _no_network)
+    forbid_ogb_network(monkeypatch, dataset_pyg)
 
 
 def write_arxiv(root: Path, labels: list[str] | None = None) -> Path:
@@ -57,8 +43,7 @@ def write_arxiv(root: Path, labels: list[str] | None = None) -> Path:
     (directory / "split" / "time").mkdir(parents=True)
 
     def write(name: str, rows: list[str]) -> None:
-        with gzip.open(directory / name, "wt") as handle:
-            handle.write("".join(row + "\n" for row in rows))
+        write_gzip_rows(directory, name, rows)
 
     write("raw/edge.csv.gz", [f"{s},{t}" for s, t in EDGES])
     write("raw/node-feat.csv.gz", [f"{i + 0.5},{-(i + 0.25)}" for i in range(NUM_NODES)])
@@ -141,8 +126,7 @@ def write_proteins(root: Path) -> Path:
     (directory / "split" / "species").mkdir(parents=True)
 
     def write(name: str, rows: list[str]) -> None:
-        with gzip.open(directory / name, "wt") as handle:
-            handle.write("".join(row + "\n" for row in rows))
+        write_gzip_rows(directory, name, rows)
 
     write("raw/edge.csv.gz", [f"{s},{t}" for s, t in PROTEIN_EDGES])
     write(
@@ -196,10 +180,7 @@ def write_mag(root: Path) -> Path:
     directory = root / "ogbn_mag"
 
     def write(name: str, rows: list[str]) -> None:
-        path = directory / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with gzip.open(path, "wt") as handle:
-            handle.write("".join(row + "\n" for row in rows))
+        write_gzip_rows(directory, name, rows)
 
     counts = {"author": 4, "field_of_study": 2, "institution": 2, "paper": 5}
     write("raw/num-node-dict.csv.gz", [",".join(counts), ",".join(map(str, counts.values()))])

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import builtins
-import gzip
 import os
-import socket
-import urllib.request
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -27,43 +22,34 @@ pytest.importorskip("ogb")
 from lightning_gnn_dist import LinkDataModule  # noqa: E402
 from lightning_gnn_dist.data import DatasetError  # noqa: E402
 from lightning_gnn_dist.data.ogb_link import load_ogb_link  # noqa: E402
+from tests.helpers import forbid_ogb_network, write_gzip_rows  # noqa: E402
 
 EDGES = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (0, 3), (1, 4), (2, 5)]
 NUM_NODES = 6
 
 
-def _no_network(*args, **kwargs):
-    raise AssertionError("the OGB test tried to use the network (a download was attempted)")
-
-
 @pytest.fixture(autouse=True)
 def offline(monkeypatch):
+    """Any download, URL open, socket connection or stdin prompt fails the test."""
     import ogb.linkproppred.dataset_pyg as dataset_pyg
-    import ogb.utils.url as ogb_url
 
-    monkeypatch.setattr(dataset_pyg, "download_url", _no_network)
-    monkeypatch.setattr(dataset_pyg, "decide_download", _no_network)
-    monkeypatch.setattr(ogb_url, "ur", SimpleNamespace(urlopen=_no_network))
-    monkeypatch.setattr(urllib.request, "urlopen", _no_network)
-    monkeypatch.setattr(socket.socket, "connect", _no_network)
-    monkeypatch.setattr(builtins, "input", _no_network)
-
-
-def _write(directory: Path, name: str, rows: list[str]) -> None:
-    with gzip.open(directory / name, "wt") as handle:
-        handle.write("".join(row + "\n" for row in rows))
+    forbid_ogb_network(monkeypatch, dataset_pyg)
 
 
 def _raw(directory: Path, edges, extra_edge=(), extra_node=()) -> None:
     (directory / "raw").mkdir(parents=True)
-    _write(directory, "raw/edge.csv.gz", [f"{s},{t}" for s, t in edges])
-    _write(directory, "raw/node-feat.csv.gz", [f"{i + 0.5},{-i}" for i in range(NUM_NODES)])
-    _write(directory, "raw/num-node-list.csv.gz", [str(NUM_NODES)])
-    _write(directory, "raw/num-edge-list.csv.gz", [str(len(edges))])
+    write_gzip_rows(directory, "raw/edge.csv.gz", [f"{s},{t}" for s, t in edges])
+    write_gzip_rows(
+        directory, "raw/node-feat.csv.gz", [f"{i + 0.5},{-i}" for i in range(NUM_NODES)]
+    )
+    write_gzip_rows(directory, "raw/num-node-list.csv.gz", [str(NUM_NODES)])
+    write_gzip_rows(directory, "raw/num-edge-list.csv.gz", [str(len(edges))])
     for name in extra_edge:
-        _write(directory, f"raw/{name}.csv.gz", [str(1 + i % 3) for i in range(len(edges))])
+        write_gzip_rows(
+            directory, f"raw/{name}.csv.gz", [str(1 + i % 3) for i in range(len(edges))]
+        )
     for name in extra_node:
-        _write(directory, f"raw/{name}.csv.gz", [str(2000 + i) for i in range(NUM_NODES)])
+        write_gzip_rows(directory, f"raw/{name}.csv.gz", [str(2000 + i) for i in range(NUM_NODES)])
     (directory / "RELEASE_v1.txt").write_text("")
 
 
