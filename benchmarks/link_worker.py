@@ -220,11 +220,10 @@ def run_lightning(args, task, data):
     datamodule makes it from the spec with the benchmark's ratios and seed), model and
     negatives as ``ours``. Per epoch: the process's CPU and wall seconds between Lightning's
     epoch hooks (no validation, logger, checkpoint or progress bar)."""
-    import pytorch_lightning as pl
     import torch
 
     sys.path.insert(0, str(REPO))
-    from benchmarks.peer_dgl.user_path import EpochTimer  # the user-path timer of peer_dgl
+    from benchmarks.peer_dgl.user_path import EpochTimer, timed_trainer  # peer_dgl's user path
     from lightning_gnn_dist import LinkDataModule, LinkPredictor
 
     options = {"loader": "full"}
@@ -239,12 +238,7 @@ def run_lightning(args, task, data):
     module = LinkPredictor("sage", hidden_channels=HIDDEN, num_layers=2, dropout=0.0,
                            decoder="dot", loss="bce", lr=0.01)  # fmt: skip
     timer = EpochTimer()
-    trainer = pl.Trainer(
-        strategy="gnn_ddp", accelerator="cpu", devices=1, max_epochs=args.epochs,
-        callbacks=[timer], logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
-        num_sanity_val_steps=0, default_root_dir=str(Path(args.out).parent),
-    )  # fmt: skip
+    trainer = timed_trainer(1, args.epochs, timer, Path(args.out).parent)
     trainer.fit(module, datamodule=datamodule)
     part = datamodule.local_partition
     with torch.no_grad():

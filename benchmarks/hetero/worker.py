@@ -134,12 +134,11 @@ def run_lightning(args) -> dict:
     size as ``ours``. Per epoch: the process's CPU and wall seconds between Lightning's epoch
     hooks (no validation, logger, checkpoint or progress bar); the test accuracy of
     ``trainer.test`` (full batch)."""
-    import pytorch_lightning as pl
     import torch
 
     sys.path.insert(0, str(REPO))
     import lightning_gnn_dist as lgd
-    from benchmarks.peer_dgl.user_path import EpochTimer  # the user-path timer of peer_dgl
+    from benchmarks.peer_dgl.user_path import EpochTimer, timed_trainer  # peer_dgl's user path
 
     options = {}
     if args.task == "mini":
@@ -153,12 +152,7 @@ def run_lightning(args) -> dict:
     module = lgd.HeteroNodeClassifier("rgcn", hidden_channels=args.hidden, num_layers=2,
                                       dropout=args.dropout, lr=0.01)  # fmt: skip
     timer = EpochTimer()
-    trainer = pl.Trainer(
-        strategy="gnn_ddp", accelerator="cpu", devices=1, max_epochs=args.epochs,
-        callbacks=[timer], logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
-        num_sanity_val_steps=0, default_root_dir=str(Path(args.out).parent),
-    )  # fmt: skip
+    trainer = timed_trainer(1, args.epochs, timer, Path(args.out).parent)
     trainer.fit(module, datamodule=datamodule)
     (tested,) = trainer.test(module, datamodule=datamodule, verbose=False)
     accuracy = next(value for key, value in tested.items() if key.startswith("test_acc"))

@@ -66,20 +66,7 @@ def run_lightning(args, task: str, data) -> tuple[list[dict], float]:
 
     torch.manual_seed(0)
     datamodule = lgd.GraphPartitionDataModule(**datamodule_options(args, args.ranks))
-    trainer = pl.Trainer(
-        strategy="gnn_ddp",
-        accelerator="cpu",
-        devices=args.ranks,
-        max_epochs=args.mini_epochs,
-        callbacks=[timer],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        default_root_dir=str(Path(args.out).parent),
-    )
+    trainer = timed_trainer(args.ranks, args.mini_epochs, timer, Path(args.out).parent)
     module = Model()
     trainer.fit(module, datamodule=datamodule)
     (tested,) = trainer.test(module, datamodule=datamodule, verbose=False)
@@ -90,6 +77,27 @@ def run_lightning(args, task: str, data) -> tuple[list[dict], float]:
         )
     trainer.strategy.barrier()  # rank 0 ends after every rank wrote its record
     return timer.records, tested["correct"] / tested["count"]
+
+
+def timed_trainer(devices: int, max_epochs: int, timer, root: Path):
+    """The user's ``Trainer(strategy="gnn_ddp")`` with nothing the peers' loops lack: no
+    logger, checkpoint, progress bar, model summary or validation; ``timer`` its callback."""
+    import pytorch_lightning as pl
+
+    return pl.Trainer(
+        strategy="gnn_ddp",
+        accelerator="cpu",
+        devices=devices,
+        max_epochs=max_epochs,
+        callbacks=[timer],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        default_root_dir=str(root),
+    )
 
 
 def datamodule_options(args, ranks: int) -> dict:
