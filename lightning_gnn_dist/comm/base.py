@@ -213,18 +213,14 @@ class HaloExchange(ABC):
         width = rows.size(1)
         wire = self._encode(codec, rows.contiguous(), layer, direction)
         out = all_to_all_rows(wire, send_counts, recv_counts, codec, width, rows.dtype, self.group)
-        sent = [c if q != self.rank else 0 for q, c in enumerate(send_counts)]
-        received = [c if q != self.rank else 0 for q, c in enumerate(recv_counts)]
-        self.counter.record(
+        self.counter.record_rows(
             layer,
             direction,
-            rows_sent=sum(sent),
-            rows_received=sum(received),
+            send_counts,
+            recv_counts,
             width=width,
             element_size=rows.element_size(),
-            messages_sent=sum(1 for c in sent if c),
-            messages_received=sum(1 for c in received if c),
-            rows_sent_to=sent,
+            own=self.rank,
             row_bytes=codec.row_bytes(width, rows.element_size()),
             codec=codec.name,
         )

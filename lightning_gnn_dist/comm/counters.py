@@ -75,6 +75,39 @@ class CommCounter:
         t.width = width
         t.codec = codec
 
+    def record_rows(
+        self,
+        layer: str,
+        direction: str,
+        sent: Sequence[int],
+        received: Sequence[int],
+        *,
+        width: int,
+        element_size: int,
+        own: int | None = None,
+        row_bytes: int | None = None,
+        codec: str = "",
+    ) -> None:
+        """:meth:`record` one exchange from its per-peer row counts (``sent[q]`` rows to rank
+        ``q``, ``received[q]`` from it): one message per peer with rows. ``own``: this rank,
+        whose block stays local and is not counted."""
+        if own is not None:
+            sent = [c if q != own else 0 for q, c in enumerate(sent)]
+            received = [c if q != own else 0 for q, c in enumerate(received)]
+        self.record(
+            layer,
+            direction,
+            rows_sent=sum(sent),
+            rows_received=sum(received),
+            width=width,
+            element_size=element_size,
+            messages_sent=sum(1 for c in sent if c),
+            messages_received=sum(1 for c in received if c),
+            rows_sent_to=list(sent),
+            row_bytes=row_bytes,
+            codec=codec,
+        )
+
     def add_predicted(self, layer: str, direction: str, peer_bytes: np.ndarray) -> None:
         """Add a prediction made as the work runs, for modes whose traffic depends on more than
         the partition (``rdm``: the order in use): ``peer_bytes[p, q]`` bytes rank ``p`` sends

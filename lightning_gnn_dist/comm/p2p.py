@@ -121,16 +121,13 @@ class P2PExchange(HaloExchange):
         codec: Codec | None = None,
     ) -> None:
         codec = self._codec(layer, direction) if codec is None else codec
-        self.counter.record(
+        self.counter.record_rows(
             layer,
             direction,
-            rows_sent=sum(sent),
-            rows_received=sum(received),
+            sent,
+            received,
             width=like.size(1),
             element_size=like.element_size(),
-            messages_sent=sum(1 for c in sent if c),
-            messages_received=sum(1 for c in received if c),
-            rows_sent_to=sent,
             row_bytes=codec.row_bytes(like.size(1), like.element_size()),
             codec=codec.name,
         )

@@ -427,20 +427,15 @@ class RDMExchange(HaloExchange):
             all_to_all(out, send, recv_splits, send_splits, group=self.group)
         else:
             out.copy_(send)
-        rank = self.rank
-        sent = [c if q != rank else 0 for q, c in enumerate(send_splits)]
-        received = [c if q != rank else 0 for q, c in enumerate(recv_splits)]
         counter = self.counter if counter is None else counter
-        counter.record(
+        counter.record_rows(
             layer,
             direction,
-            rows_sent=sum(sent),
-            rows_received=sum(received),
+            send_splits,
+            recv_splits,
             width=1,
             element_size=send.element_size(),
-            messages_sent=sum(1 for c in sent if c),
-            messages_received=sum(1 for c in received if c),
-            rows_sent_to=sent,
+            own=self.rank,
         )
         counter.add_seconds(layer, direction, time.perf_counter() - start)
         return out

@@ -234,18 +234,8 @@ class ScoreExchange:
     ) -> None:
         """Record rows of ``width`` elements sent to / received from each peer (the rank's own
         block stays local)."""
-        sent = [c if q != self.rank else 0 for q, c in enumerate(sent)]
-        received = [c if q != self.rank else 0 for q, c in enumerate(received)]
-        self.counter.record(
-            layer,
-            direction,
-            rows_sent=sum(sent),
-            rows_received=sum(received),
-            width=width,
-            element_size=element_size,
-            messages_sent=sum(1 for c in sent if c),
-            messages_received=sum(1 for c in received if c),
-            rows_sent_to=sent,
+        self.counter.record_rows(
+            layer, direction, sent, received, width=width, element_size=element_size, own=self.rank
         )
 
     def _predict(self, layer: str, direction: str, peer_bytes: np.ndarray) -> None:
