@@ -40,7 +40,6 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +52,7 @@ from benchmarks.common.graphs import triangulated_grid
 from benchmarks.harness import Benchmark, Run, log, markdown_table, ratio, run_rounds
 from lightning_gnn_dist.comm import make_exchange
 from lightning_gnn_dist.comm.codec import CODECS, IntCodec
-from lightning_gnn_dist.data.local import build_local_partitions
+from lightning_gnn_dist.data.local import build_local_partitions, to_device
 from lightning_gnn_dist.data.subgraph_sampler import make_sampler
 from lightning_gnn_dist.loaders import NeighborLoader, PartitionedGraphStore, SubgraphLoader
 from lightning_gnn_dist.nn import distribute, spmm, use_graph_context
@@ -95,19 +94,6 @@ class GCN(nn.Module):
         return self.conv2(torch.relu(self.conv1(x, edge_index)), edge_index)
 
 
-def _to_device(partition, device: torch.device):
-    """The partition with every tensor on ``device``, as ``GNNStrategy`` places it (its
-    ``_to_device``; repeated here so that the check needs no Lightning on the device)."""
-    if device.type == "cpu":
-        return partition
-    moved = {
-        f.name: getattr(partition, f.name).to(device)
-        for f in fields(partition)
-        if isinstance(getattr(partition, f.name), torch.Tensor)
-    }
-    return replace(partition, **moved)
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -124,7 +110,7 @@ def _part(data):
 # -- (equality) --------------------------------------------------------------------------------
 def _full_batch(data, mode: str, device: torch.device, epochs: int, hidden: int) -> dict:
     exchange_mode, options = FULL_BATCH[mode]
-    part = _to_device(_part(data), device)
+    part = to_device(_part(data), device)
     model = distribute(GCN(data.num_features, hidden, 8)).to(device)
     exchange = make_exchange(exchange_mode, part, **options)
     context = make_graph_context(part, exchange)
@@ -189,7 +175,7 @@ def _subgraph(data, device: torch.device, epochs: int, hidden: int) -> dict:
     optimizer = _optimizer(model)
     losses = []
     for batch in SubgraphLoader(part, sampler, steps_per_epoch=epochs):
-        view = _to_device(batch.local_partition, device)
+        view = to_device(batch.local_partition, device)
         context = make_graph_context(view, make_exchange("p2p", view))
         optimizer.zero_grad()
         with use_graph_context(context):
@@ -289,7 +275,7 @@ def epoch_times(data, device: torch.device, hidden: int, repeats: int, steps: in
     x, y = data.x.to(device), data.y.to(device)
     edge_index, mask = data.edge_index.to(device), data.train_mask.to(device)
     plain = GCN(data.num_features, hidden, 8).to(device)
-    part = _to_device(_part(data), device)
+    part = to_device(_part(data), device)
     ours = distribute(GCN(data.num_features, hidden, 8)).to(device)
     context = make_graph_context(part, make_exchange("p2p", part))
 
@@ -357,7 +343,7 @@ def _spmm_times(part, hidden: int, device, repeats: int, steps: int) -> dict:
 # -- (host_syncs) ------------------------------------------------------------------------------
 def host_syncs(data, device: torch.device, hidden: int) -> dict:
     kind = device.type if device.type != "cpu" else None
-    part = _to_device(_part(data), device)
+    part = to_device(_part(data), device)
     model = distribute(GCN(data.num_features, hidden, 8)).to(device)
     context = make_graph_context(part, make_exchange("p2p", part))
     report = {}
@@ -404,7 +390,7 @@ def _two_rank(rank: int, world_size: int, init_file: str, side: int, device_type
         assignment = (np.arange(data.num_nodes) * world_size) // data.num_nodes
         parts = list(build_local_partitions(data, assignment, world_size))
         device = torch.device("cuda", 0) if device_type == "cuda" else torch.device("cpu")
-        part = _to_device(parts[rank], device)
+        part = to_device(parts[rank], device)
         halo = make_exchange("p2p", part)(part.x, "features")
         relabelled = torch.cat([p.x for p in parts])  # rows in the relabelled order
         expected = relabelled[parts[rank].halo_ids]

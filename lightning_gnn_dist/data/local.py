@@ -9,7 +9,7 @@ where the halo (remote in-neighbours) is sorted by relabelled id, hence grouped 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -404,3 +404,17 @@ def build_local_partitions(
     builder = PartBuilder(data, assignment, num_parts)
     for p in range(num_parts):
         yield builder.part(p)
+
+
+def to_device(part, device: torch.device):
+    """``part`` (a :class:`LocalPartition`, a vertex cut's part or another dataclass of tensors)
+    with every tensor field on ``device`` (itself on the CPU), as ``GNNStrategy`` places a rank's
+    part; dict fields (attributes, relation plans) stay where they are."""
+    if device.type == "cpu":
+        return part
+    moved = {
+        f.name: getattr(part, f.name).to(device)
+        for f in fields(part)
+        if isinstance(getattr(part, f.name), Tensor)
+    }
+    return replace(part, **moved)

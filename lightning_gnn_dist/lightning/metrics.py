@@ -24,7 +24,7 @@ from torch import Tensor
 from torchmetrics import MeanAbsoluteError, MeanSquaredError, Metric
 from torchmetrics.classification import MulticlassAccuracy
 
-from lightning_gnn_dist.data.targets import TASKS
+from lightning_gnn_dist.data.targets import TASKS, labelled_per_vertex
 
 TASK_METRICS: dict[str, tuple[str, ...]] = {
     "multiclass": ("acc",),
@@ -217,3 +217,24 @@ def training_loss(module, losses: Tensor, sampled: bool, batch) -> Tensor:
     share = total.detach() / max(1, global_count)  # summed over ranks: the global mean
     module.log("train_loss", share, reduce_fx="sum", sync_dist=True, batch_size=1, prog_bar=True)
     return total / max(1, local)
+
+
+def global_train_labels(datamodule) -> int:
+    """Labelled training targets of the whole graph: the datamodule's
+    ``global_label_count("train_mask")``, or its ``global_mask_count`` (a datamodule without
+    label counts: every training vertex holds one label)."""
+    count = getattr(datamodule, "global_label_count", None) or datamodule.global_mask_count
+    return int(count("train_mask"))
+
+
+def labelled_share(partition, global_count: int) -> float:
+    """The weight of a rank's mean training loss in the global mean: its labelled training
+    targets (class ids other than ``-1``, non-``NaN`` multi-label or regression entries, as
+    :func:`~lightning_gnn_dist.data.targets.labelled_per_vertex` counts them) over
+    ``global_count``, the whole graph's (or batch's)."""
+    mask = partition.train_mask
+    if partition.y is None:
+        local = int(mask.sum())
+    else:
+        local = int(labelled_per_vertex(partition.y)[mask].sum())
+    return local / max(1, global_count)

@@ -20,6 +20,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
+
+from lightning_gnn_dist.nn.hetero import is_sharded
 
 CHECKPOINT_KEY = "lightning_gnn_dist"
 FORMAT_VERSION = 1
@@ -108,3 +111,26 @@ def check_same_run(saved: dict[str, Any], current: dict[str, Any], checkpoint: s
             + ". Resume with the datamodule and number of processes of the checkpoint, or start a "
             "new fit from its weights (NodeClassifier.load_from_checkpoint)."
         )
+
+
+def sharded_optimizer_state(optimizers) -> dict[tuple[int, int], dict]:
+    """``{(optimizer, parameter position): state}`` of this rank's sharded parameters (a
+    featureless type's rows, held per owner: each rank's optimizer state of them differs)."""
+    out = {}
+    for i, optimizer in enumerate(optimizers):
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        for j, parameter in enumerate(params):
+            if is_sharded(parameter) and parameter in optimizer.state:
+                out[(i, j)] = {
+                    k: v.detach().clone() if isinstance(v, Tensor) else v
+                    for k, v in optimizer.state[parameter].items()
+                }
+    return out
+
+
+def load_sharded_optimizer_state(optimizers, state: dict[tuple[int, int], dict]) -> None:
+    """Put :func:`sharded_optimizer_state`'s ``state`` back into ``optimizers``."""
+    for (i, j), values in state.items():
+        optimizer = optimizers[i]
+        parameter = [p for g in optimizer.param_groups for p in g["params"]][j]
+        optimizer.state[parameter] = values

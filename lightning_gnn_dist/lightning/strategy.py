@@ -10,7 +10,6 @@ import inspect
 import logging
 import warnings
 from contextlib import contextmanager
-from dataclasses import fields, replace
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -33,8 +32,7 @@ from lightning_gnn_dist.comm.codec_policy import CodecPolicy
 from lightning_gnn_dist.comm.counters import CommCounter
 from lightning_gnn_dist.comm.rdm import check_codec_option
 from lightning_gnn_dist.data.hetero_local import is_typed_part
-from lightning_gnn_dist.data.local import LocalPartition
-from lightning_gnn_dist.data.targets import labelled_per_vertex
+from lightning_gnn_dist.data.local import LocalPartition, to_device
 from lightning_gnn_dist.lightning.auto_plan import AUTO
 from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral
 from lightning_gnn_dist.lightning.launcher import (
@@ -42,22 +40,22 @@ from lightning_gnn_dist.lightning.launcher import (
     GNNSubprocessLauncher,
     Termination,
 )
+from lightning_gnn_dist.lightning.metrics import global_train_labels, labelled_share
 from lightning_gnn_dist.lightning.rendezvous import join_ranks, seconds_option
 from lightning_gnn_dist.lightning.resume import (
     CHECKPOINT_KEY,
     FORMAT_VERSION,
     check_same_run,
+    load_sharded_optimizer_state,
     rng_state,
     run_identity,
     set_rng_state,
+    sharded_optimizer_state,
 )
 from lightning_gnn_dist.lightning.strategy_checks import (
-    DDP_STRATEGY_OPTIONS,
-    DDP_WRAPPER_OPTIONS,
-    NO_WRAPPER_REASON,
     check_datamodule,
+    check_ddp_keywords,
     check_model,
-    same_value,
 )
 from lightning_gnn_dist.lightning.strategy_names import GNN_STRATEGIES, strategy_description
 from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
@@ -66,7 +64,7 @@ from lightning_gnn_dist.nn.hetero import is_sharded, sharded_rows, whole_tables
 from lightning_gnn_dist.nn.sampled import SampledBatchContext
 from lightning_gnn_dist.nn.trim import trim_per_hop
 from lightning_gnn_dist.nn.vertex_cut import check_reductions
-from lightning_gnn_dist.utils.checks import check_choice, check_keywords, check_number
+from lightning_gnn_dist.utils.checks import check_choice, check_number
 
 STAGES = ("train", "validate", "test", "predict")
 log = logging.getLogger(__name__)
@@ -152,7 +150,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         replication (int, optional): ``exchange="rdm"``: ranks per row panel of ``Â`` (a
             divisor of the world size; ``None`` = every rank holds all of ``Â``). (default:
             ``None``)
-        **kwargs: :class:`DDPStrategy`'s own strategy arguments (:data:`DDP_STRATEGY_OPTIONS`:
+        **kwargs: :class:`DDPStrategy`'s own strategy arguments
+            (:data:`~lightning_gnn_dist.lightning.strategy_checks.DDP_STRATEGY_OPTIONS`:
             ``process_group_backend``, ``cluster_environment``, ...). gloo is used on CPU, NCCL
             on GPU. There is no ``DistributedDataParallel`` wrapper, so its options
             (``find_unused_parameters``, ``ddp_comm_hook``, ...) are refused, as is any unknown
@@ -192,23 +191,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             exchange_class = None  # the plan's, in setup (_apply_plan)
         else:
             exchange_class, _ = resolve_exchange_mode(exchange)  # ValueError listing the modes
-        # A parser (the LightningCLI) passes every DDP argument at its default: those are
-        # dropped; a changed one is refused, it would have no effect.
-        wrapper = {k: v for k, v in kwargs.items() if k in DDP_WRAPPER_OPTIONS}
-        kwargs = {k: v for k, v in kwargs.items() if k not in wrapper}
-        changed = {
-            k: NO_WRAPPER_REASON
-            for k, v in wrapper.items()
-            if not same_value(v, DDP_WRAPPER_OPTIONS[k])
-        }
-        own = [
-            p
-            for p in inspect.signature(GNNStrategy.__init__).parameters
-            if p not in ("self", "kwargs")
-        ]
-        check_keywords(
-            "GNNStrategy", [*changed, *kwargs], own + list(DDP_STRATEGY_OPTIONS), changed
-        )
+        own = [p for p in inspect.signature(GNNStrategy.__init__).parameters if p != "kwargs"]
+        kwargs = check_ddp_keywords(kwargs, own[1:])
         check_choice("loss_reduction", loss_reduction, ("mean", "sum"))
         check_choice("start_method", start_method, ("popen", "spawn", "fork", "forkserver"))
         timeout = seconds_option("timeout", timeout)
@@ -366,7 +350,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         self.graph_context = self._make_context(partition, self.comm_counters["train"])
         self._restore_rank_state(trainer, self.graph_context.exchange)
         if self.loss_reduction == "mean" and partition.train_mask is not None:
-            self._loss_weight = _labelled_share(partition, _global_train_labels(datamodule))
+            self._loss_weight = labelled_share(partition, global_train_labels(datamodule))
         self._full_loss_weight = self._loss_weight
         distribute(self.lightning_module, (kind,))
         check_reductions(self.lightning_module, self.graph_context.exchange)
@@ -416,7 +400,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         sharded = sharded_rows(self.lightning_module)  # featureless types' rows, per owner
         if sharded:
             state["sharded"] = sharded
-            state["sharded_optimizer"] = self._sharded_optimizer_state()
+            state["sharded_optimizer"] = sharded_optimizer_state(self.optimizers)
         ranks = [state]
         if dist.is_available() and dist.is_initialized() and self.world_size > 1:
             ranks = [None] * self.world_size if self.is_global_zero else None
@@ -477,23 +461,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             self._resume_rng = None
         resumed, self._resume_sharded = getattr(self, "_resume_sharded", None), None
         if resumed:  # this rank's optimizer state of its own rows (the checkpoint's is rank 0's)
-            for (i, j), values in resumed.items():
-                optimizer = self.optimizers[i]
-                parameter = [p for g in optimizer.param_groups for p in g["params"]][j]
-                optimizer.state[parameter] = values
-
-    def _sharded_optimizer_state(self) -> dict[tuple[int, int], dict]:
-        """``{(optimizer, parameter position): state}`` of this rank's sharded parameters."""
-        out = {}
-        for i, optimizer in enumerate(self.optimizers):
-            params = [p for g in optimizer.param_groups for p in g["params"]]
-            for j, parameter in enumerate(params):
-                if is_sharded(parameter) and parameter in optimizer.state:
-                    out[(i, j)] = {
-                        k: v.detach().clone() if isinstance(v, Tensor) else v
-                        for k, v in optimizer.state[parameter].items()
-                    }
-        return out
+            load_sharded_optimizer_state(self.optimizers, resumed)
 
     def on_train_end(self) -> None:
         super().on_train_end()
@@ -574,7 +542,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
     def _make_context(self, partition, counter: CommCounter | None = None) -> GraphContext:
         """The graph context of ``partition`` (a rank's part, an evaluation view or a batch
         plan) with this strategy's exchange mode and options, on the compute device."""
-        partition = _to_device(partition, self.root_device)
+        partition = to_device(partition, self.root_device)
         options = dict(self.exchange_options)
         if self.exchange_mode == "hierarchical":  # rank r runs on node r // ranks_per_node
             options["ranks_per_node"] = self.world_size // max(self.num_nodes, 1)
@@ -594,7 +562,7 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             global_count = batch.get("num_train_labels_global", None)
             if global_count is None:
                 global_count = batch.get("num_train_global", 0)
-            self._loss_weight = _labelled_share(view, int(global_count or 0))
+            self._loss_weight = labelled_share(view, int(global_count or 0))
         with self._in_graph("train", batch):
             return super().training_step(*args, **kwargs)
 
@@ -643,27 +611,6 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
 _INIT_TAKES_DEVICE_ID = "device_id" in inspect.signature(dist.init_process_group).parameters
 
 
-def _global_train_labels(datamodule) -> int:
-    """Labelled training targets of the whole graph: the datamodule's
-    ``global_label_count("train_mask")``, or its ``global_mask_count`` (a datamodule without
-    label counts: every training vertex holds one label)."""
-    count = getattr(datamodule, "global_label_count", None) or datamodule.global_mask_count
-    return int(count("train_mask"))
-
-
-def _labelled_share(partition, global_count: int) -> float:
-    """The weight of a rank's mean training loss in the global mean: its labelled training
-    targets (class ids other than ``-1``, non-``NaN`` multi-label or regression entries, as
-    :func:`~lightning_gnn_dist.data.targets.labelled_per_vertex` counts them) over
-    ``global_count``, the whole graph's (or batch's)."""
-    mask = partition.train_mask
-    if partition.y is None:
-        local = int(mask.sum())
-    else:
-        local = int(labelled_per_vertex(partition.y)[mask].sum())
-    return local / max(1, global_count)
-
-
 def exchange_options(mode: str, exchange_class: type, given: dict[str, Any]) -> dict[str, Any]:
     """The options of exchange ``mode`` among ``given`` (``name → value`` as passed to
     :class:`GNNStrategy`), checked by the exchange class. An option the mode's class does not
@@ -688,17 +635,6 @@ def exchange_options(mode: str, exchange_class: type, given: dict[str, Any]) -> 
             )
     options = {name: value for name, value in given.items() if name in takes}
     return exchange_class.check_options(**options)
-
-
-def _to_device(partition: LocalPartition, device: torch.device) -> LocalPartition:
-    if device.type == "cpu":
-        return partition
-    moved = {
-        f.name: getattr(partition, f.name).to(device)
-        for f in fields(partition)
-        if isinstance(getattr(partition, f.name), Tensor)
-    }
-    return replace(partition, **moved)
 
 
 for _namespace, _lightning in NAMESPACES.items():

@@ -21,12 +21,14 @@ from lightning_gnn_dist.lightning.hetero_data import dataset_is_typed
 from lightning_gnn_dist.lightning.module import NodePredictor
 from lightning_gnn_dist.nn.hetero import RELATION_MODES
 from lightning_gnn_dist.partition.vertex_cut import MAX_VERTEX_CUT_PARTS
+from lightning_gnn_dist.utils.checks import check_keywords
 
 __all__ = [
     "DDP_STRATEGY_OPTIONS",
     "DDP_WRAPPER_OPTIONS",
     "NO_WRAPPER_REASON",
     "check_datamodule",
+    "check_ddp_keywords",
     "check_model",
     "same_value",
 ]
@@ -67,6 +69,26 @@ def same_value(value: Any, default: Any) -> bool:
         return value is default or bool(value == default)
     except Exception:  # noqa: BLE001 (a tensor or another object without a plain ==)
         return False
+
+
+def check_ddp_keywords(kwargs: dict[str, Any], own: list[str]) -> dict[str, Any]:
+    """The ``DDPStrategy`` arguments among ``kwargs`` that apply (:data:`DDP_STRATEGY_OPTIONS`),
+    after refusing the others: a parser (the LightningCLI) passes every DDP argument at its
+    default, and those are dropped; a changed wrapper option would have no effect and is
+    refused, as is any unknown name (``own``: the strategy's own parameters).
+
+    Raises:
+        ValueError: naming the argument.
+    """
+    wrapper = {k: v for k, v in kwargs.items() if k in DDP_WRAPPER_OPTIONS}
+    kwargs = {k: v for k, v in kwargs.items() if k not in wrapper}
+    changed = {
+        k: NO_WRAPPER_REASON
+        for k, v in wrapper.items()
+        if not same_value(v, DDP_WRAPPER_OPTIONS[k])
+    }
+    check_keywords("GNNStrategy", [*changed, *kwargs], own + list(DDP_STRATEGY_OPTIONS), changed)
+    return kwargs
 
 
 def check_datamodule(strategy, datamodule, world_size: int | None = None) -> None:

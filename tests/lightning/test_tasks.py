@@ -31,9 +31,9 @@ from lightning_gnn_dist.lightning.metrics import (
     MultilabelRocAuc,
     TaskMetrics,
     binary_rocauc,
+    labelled_share,
     multilabel_rocauc,
 )
-from lightning_gnn_dist.lightning.strategy import _labelled_share
 from tests.helpers import random_graph, reference_convs
 
 NUM_NODES, NUM_EDGES, FEATURES, CLASSES, HIDDEN, LR = 80, 320, 6, 3, 8, 0.02
@@ -457,11 +457,11 @@ def test_loss_weight_counts_labelled_training_targets():
     y = torch.tensor([[1.0, NAN], [NAN, NAN], [0.0, 1.0], [1.0, 0.0]])
     train = torch.tensor([True, True, True, False])
     part = type("Part", (), {"y": y, "train_mask": train})
-    assert _labelled_share(part, 6) == pytest.approx(3 / 6)  # 1 + 0 + 2 entries
+    assert labelled_share(part, 6) == pytest.approx(3 / 6)  # 1 + 0 + 2 entries
     part.y = torch.tensor([2, -1, 0, 1])
-    assert _labelled_share(part, 4) == pytest.approx(2 / 4)
+    assert labelled_share(part, 4) == pytest.approx(2 / 4)
     part.y = None  # no targets: every training vertex counts
-    assert _labelled_share(part, 4) == pytest.approx(3 / 4)
+    assert labelled_share(part, 4) == pytest.approx(3 / 4)
 
 
 @pytest.mark.parametrize(
