@@ -45,8 +45,8 @@ from lightning_gnn_dist.testing.cluster import (
     missing_requirements,
     parse_rate,
     reap_stale_namespaces,
-    run_nodes,
 )
+from lightning_gnn_dist.testing.node_runs import run_nodes
 from lightning_gnn_dist.utils.tempdirs import make_owned_dir, remove_stale
 
 #: Commands of ``python -m lightning_gnn_dist`` that run on every rank.

@@ -16,9 +16,9 @@ from lightning_gnn_dist.testing.cluster import (
     emulation_unavailable_reason,
     parse_rate,
     reap_stale_namespaces,
-    run_nodes,
     shape_own_link,
 )
+from lightning_gnn_dist.testing.node_runs import run_nodes
 
 __all__ = [
     "EmulatedCluster",

@@ -23,9 +23,9 @@ from lightning_gnn_dist.testing.cluster import (
     missing_requirements,
     parse_rate,
     reap_stale_namespaces,
-    run_nodes,
     shape_own_link,
 )
+from lightning_gnn_dist.testing.node_runs import run_nodes
 
 needs_namespaces = pytest.mark.skipif(
     emulation_unavailable_reason() is not None,
