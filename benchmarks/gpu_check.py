@@ -548,6 +548,9 @@ def render(report: dict) -> str:
         lines += [
             "## Step time against plain PyG on the same device",
             "",
+            "Not the user's path: both sides are a plain training loop without Lightning (the "
+            "package's distributed layers and graph context against plain PyG's `GCNConv`).",
+            "",
             f"Package (p2p, one rank) ÷ plain PyG: **{cell['ratio']:.2f}** "
             f"(per round {', '.join(f'{v:.2f}' for v in cell['per_round'])}); medians per round "
             + "; ".join(

@@ -20,7 +20,8 @@ cell is recorded):
   or stopped by the memory watchdog is recorded as such. DGL 2.1's ``partition_graph`` (METIS,
   training vertices and edges balanced; it also writes its parts) runs on the same graph in its
   venv, its graph read from the canonical copy.
-* **training**: full-batch GCN (64 → 64 → 8, dropout 0.5, Adam), ``--epochs`` epochs on P ranks
+* **training** (not the user's path: a plain loop, no Lightning): full-batch GCN
+  (64 → 64 → 8, dropout 0.5, Adam), ``--epochs`` epochs on P ranks
   (p2p halo exchange over gloo, one thread per rank), each rank memory-mapping its part of the
   ``kaminpar`` store: CPU seconds of the last epoch summed over ranks, its wall seconds (slowest
   rank), both per edge, halo bytes sent per epoch (measured), and every rank's peak memory.
@@ -537,6 +538,10 @@ def render(report: dict) -> str:
             markdown_table(_cells(partition_rows(rows)), partition_columns),
             "",
             "## Full-batch GCN training",
+            "",
+            "Not the user's path: the project's `build_model(\"gcn\")` in a plain loop over the "
+            "strategy's `p2p` exchange on a gloo group (what `GNNStrategy` runs per step, without "
+            "Lightning), as DGL's side is its GCN in a plain loop.",
             "",
             markdown_table(_cells(train_rows(rows)), train_columns),
         ]
