@@ -156,7 +156,9 @@ def _metis(folder: Path, num_parts: int, ufactor: int, seed: int) -> np.ndarray:
     library = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(library)
     # Copy-on-write maps: METIS reads them in place, and a write would stay private.
-    xadj, adjncy, vwgt = (np.load(folder / f"{n}.npy", mmap_mode="c") for n in ("xadj", "adjncy", "vwgt"))
+    xadj, adjncy, vwgt = (
+        np.load(folder / f"{n}.npy", mmap_mode="c") for n in ("xadj", "adjncy", "vwgt")
+    )
     return library.part_graph_kway(xadj, adjncy, vwgt, num_parts, seed, ufactor, on_disk=True)
 
 
