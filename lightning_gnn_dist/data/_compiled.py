@@ -27,7 +27,9 @@ def fold(v):
 
 
 @numba.njit(cache=True, nogil=True)
-def sample(colptr, src, src_key, dst_key, start, targets, stream, fanout, sparse):
+def sample(colptr, src, src_key, dst_key, start, targets, stream, fanout, sparse, extra):
+    # `extra`: a second per-edge array (or empty) gathered at the same chosen in-edges.
+    gather = extra.shape[0] > 0
     num_targets = targets.shape[0]
     counts = np.empty(num_targets, np.int64)
     total = 0
@@ -37,6 +39,7 @@ def sample(colptr, src, src_key, dst_key, start, targets, stream, fanout, sparse
         counts[t] = degree if degree < fanout else fanout
         total += counts[t]
     out = np.empty(total, np.int64)
+    out_extra = np.empty(total if gather else 0, np.int64)
     offsets = np.empty(2 * fanout, np.int64)
     position = 0
     for t in range(num_targets):
@@ -46,6 +49,8 @@ def sample(colptr, src, src_key, dst_key, start, targets, stream, fanout, sparse
         if degree <= fanout:  # every in-edge
             for e in range(degree):
                 out[position + e] = src[first + e]
+                if gather:
+                    out_extra[position + e] = extra[first + e]
             position += degree
             continue
         base = lowbias32(lowbias32(np.int64(0x9E3779B9) ^ fold(stream[t])) ^ fold(dst_key[local]))
@@ -67,6 +72,8 @@ def sample(colptr, src, src_key, dst_key, start, targets, stream, fanout, sparse
             if found == fanout:
                 for j in range(fanout):
                     out[position + j] = src[first + offsets[j]]
+                    if gather:
+                        out_extra[position + j] = extra[first + offsets[j]]
                 position += fanout
                 continue
         keys = np.empty(degree, np.int64)  # the `fanout` smallest keys, ascending
@@ -75,8 +82,10 @@ def sample(colptr, src, src_key, dst_key, start, targets, stream, fanout, sparse
         order = np.argsort(keys, kind="mergesort")
         for j in range(fanout):
             out[position + j] = src[first + order[j]]
+            if gather:
+                out_extra[position + j] = extra[first + order[j]]
         position += fanout
-    return counts, out
+    return counts, out, out_extra
 
 
 @numba.njit(cache=True, nogil=True)
@@ -97,3 +106,20 @@ def relabel(table, src, num_local):
     for e in range(src.shape[0]):
         local[e] = table[src[e]]
     return new, local
+
+
+@numba.njit(cache=True, nogil=True)
+def counting_order(keys, num_keys):
+    num = keys.shape[0]
+    offsets = np.zeros(num_keys + 1, np.int64)
+    for k in range(num):
+        offsets[keys[k] + 1] += 1
+    for i in range(num_keys):
+        offsets[i + 1] += offsets[i]
+    fill = offsets[:-1].copy()
+    order = np.empty(num, np.int64)
+    for k in range(num):
+        key = keys[k]
+        order[fill[key]] = k
+        fill[key] += 1
+    return offsets, order

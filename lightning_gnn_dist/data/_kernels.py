@@ -16,6 +16,7 @@ them, see :mod:`lightning_gnn_dist.data._compiled`).
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 import numpy as np
 import torch
@@ -26,12 +27,32 @@ AVAILABLE = importlib.util.find_spec("numba") is not None
 costs ~0.3 s and ~350 MiB of resident memory, LLVM included), i.e. in mini-batch sampling."""
 _SAMPLE = None
 _RELABEL = None
+_COUNTING_ORDER = None
+_NO_EXTRA = np.empty(0, dtype=np.int64)
 
 
 def _compiled():
     from lightning_gnn_dist.data import _compiled as compiled  # imports numba: on first use
 
     return compiled
+
+
+def loaded() -> bool:
+    """Whether the kernels are compiled or loaded in this process already (a sampler ran), so
+    that using one more costs no import of ``numba``."""
+    return "lightning_gnn_dist.data._compiled" in sys.modules
+
+
+def counting_order(keys: Tensor, num_keys: int) -> tuple[Tensor, Tensor]:
+    """``(offsets [num_keys + 1] int64, order [K] int64)`` of ``keys [K]`` (integers in
+    ``[0, num_keys)``): ``order`` is the stable sort's permutation (``torch.sort(keys,
+    stable=True).indices``) and ``offsets`` where each key's run starts in it, by one counting
+    pass (linear in ``K + num_keys``; a comparison sort is ``K log K``). CPU tensors only."""
+    global _COUNTING_ORDER
+    if _COUNTING_ORDER is None:
+        _COUNTING_ORDER = _compiled().counting_order
+    offsets, order = _COUNTING_ORDER(keys.contiguous().numpy(), int(num_keys))
+    return torch.from_numpy(offsets), torch.from_numpy(order)
 
 
 def relabel(table: Tensor, src: Tensor, num_local: int) -> tuple[Tensor, Tensor]:
@@ -55,9 +76,12 @@ def sample_without_replacement(
     stream: Tensor | int,
     fanout: int,
     sparse: int,
-) -> tuple[Tensor, Tensor]:
+    extra: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor | None]:
     """:meth:`~lightning_gnn_dist.data.sampler.InEdges.sample` without replacement, compiled:
-    ``(counts [T] int64, src [Σ counts] int64)``. CPU tensors only."""
+    ``(counts [T] int64, src [Σ counts] int64, extra [Σ counts] int64 or None)``, where
+    ``extra`` (``[E] int64`` per in-edge, optional) is read at the same chosen in-edges in the
+    same pass. CPU tensors only."""
     global _SAMPLE
     if _SAMPLE is None:
         _SAMPLE = _compiled().sample
@@ -66,7 +90,7 @@ def sample_without_replacement(
         if isinstance(stream, int)
         else torch.as_tensor(stream, dtype=torch.long).expand(targets.numel()).contiguous().numpy()
     )
-    counts, out = _SAMPLE(
+    counts, out, out_extra = _SAMPLE(
         colptr.numpy(),
         src.numpy(),
         src_key.numpy(),
@@ -76,5 +100,10 @@ def sample_without_replacement(
         streams,
         int(fanout),
         int(sparse),
+        _NO_EXTRA if extra is None else extra.numpy(),
     )
-    return torch.from_numpy(counts), torch.from_numpy(out)
+    return (
+        torch.from_numpy(counts),
+        torch.from_numpy(out),
+        None if extra is None else torch.from_numpy(out_extra),
+    )

@@ -160,22 +160,32 @@ class InEdges:
         the structure was built from: ``(counts [T], src [Σ counts], edge [Σ counts])``."""
         if self.edge is None:
             raise ValueError("these in-edges keep no edge positions (edge=None)")
+        if self._compiled_draw(fanout, replace):  # sources and positions read in one pass
+            return _kernels.sample_without_replacement(
+                self.colptr, self.src, self.src_key, self.dst_key, self.start,
+                targets, stream, fanout, _SPARSE, self.edge,
+            )  # fmt: skip
         positions = getattr(self, "_positions", None)  # kept: built once per structure
         if positions is None or positions.numel() != self.src.numel():
             positions = self._positions = torch.arange(self.src.numel(), device=self.src.device)
         counts, chosen = self._select(targets, fanout, stream, replace, positions)
         return counts, self.src[chosen], self.edge[chosen]
 
+    def _compiled_draw(self, fanout: int, replace: bool) -> bool:
+        """Whether the draw runs the compiled kernel (the same samples as the ``torch`` path)."""
+        return fanout > 0 and not replace and use_compiled() and not self.src.is_cuda
+
     def _select(
         self, targets: Tensor, fanout: int, stream: Tensor | int, replace: bool, values: Tensor
     ) -> tuple[Tensor, Tensor]:
         """:meth:`sample`, returning ``values`` (one per in-edge, in :attr:`src`'s order) of the
         chosen in-edges instead of their sources."""
-        if fanout > 0 and not replace and use_compiled() and not self.src.is_cuda:
-            return _kernels.sample_without_replacement(
+        if self._compiled_draw(fanout, replace):
+            counts, chosen, _ = _kernels.sample_without_replacement(
                 self.colptr, values, self.src_key, self.dst_key, self.start,
                 targets, stream, fanout, _SPARSE,
             )  # fmt: skip
+            return counts, chosen
         local = targets - self.start
         first = self.colptr[local]
         degree = self.colptr[local + 1] - first

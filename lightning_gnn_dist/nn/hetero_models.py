@@ -130,13 +130,31 @@ class HeteroRGCN(nn.Module):
         counts = [h[t].size(0) if t in h else batch[t].num_nodes for t in self.node_types]
         x = torch.cat([h[t] for t in self.node_types])
         edge_index, edge_type = homogeneous_view(batch, self.node_types, self.edge_types)
-        for i, conv in enumerate(self.convs):
-            x = conv(x, edge_index, edge_type)
-            if i < len(self.convs) - 1:
-                x = dropout(F.relu(x), p=self.dropout, training=self.training)
         k = self.node_types.index(self.target_type)
         start = sum(counts[:k])
-        return x[start : start + counts[k]]
+        for conv in self.convs[:-1]:
+            x = conv(x, edge_index, edge_type)
+            x = dropout(F.relu(x), p=self.dropout, training=self.training)
+        # The last layer computes the target type's rows only (bipartite, over the relations
+        # into that type), which are all the output keeps: the same rows, less work.
+        target_edges, target_types = self._target_edges(edge_index, edge_type, start, counts[k])
+        return self.convs[-1]((x, x[start : start + counts[k]]), target_edges, target_types)
+
+    def _target_edges(
+        self, edge_index: Tensor, edge_type: Tensor, start: int, count: int
+    ) -> tuple[Tensor, Tensor]:
+        """The edges of the relations into the target type (targets ``[start, start + count)``
+        of the view), targets renumbered from 0: ``([2, E_t], [E_t])``. Cached with the view."""
+        cache = tensor_cache(edge_index)
+        key = ("target_edges", self.target_type, start, count, tuple(map(tuple, self.edge_types)))
+        if key not in cache:
+            into = torch.tensor(
+                [tuple(e)[2] == self.target_type for e in self.edge_types], device=edge_type.device
+            )
+            keep = into[edge_type]
+            edges = edge_index[:, keep]
+            cache[key] = (torch.stack([edges[0], edges[1] - start]), edge_type[keep])
+        return cache[key]
 
 
 def sampled_layers(batch, node_types, edge_types, num_layers: int):

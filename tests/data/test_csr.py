@@ -4,6 +4,7 @@ vertices), its transpose, prefixes, resizing and the per-tensor cache."""
 import pytest
 import torch
 
+from lightning_gnn_dist.data import _kernels
 from lightning_gnn_dist.data.csr import CSRAdjacency, adjacency_of, resized, tensor_cache
 
 
@@ -89,3 +90,31 @@ def test_cache_and_products_work_on_inference_tensors():
         first = adjacency_of(edges, 7, 7)
         assert adjacency_of(edges, 7, 7) is first
         assert first.num_entries == edges.size(1)
+
+
+@pytest.mark.skipif(not _kernels.AVAILABLE, reason="numba not installed")
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_counting_order_is_the_stable_sort(dtype):
+    keys = torch.randint(0, 50, (1000,), generator=torch.Generator().manual_seed(3)).to(dtype)
+    offsets, order = _kernels.counting_order(keys, 60)  # keys 50..59 absent: empty runs
+    assert torch.equal(order, torch.sort(keys, stable=True).indices)
+    counts = torch.bincount(keys.long(), minlength=60)
+    assert torch.equal(offsets, torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)]))
+
+
+@pytest.mark.skipif(not _kernels.AVAILABLE, reason="numba not installed")
+def test_the_counting_transpose_equals_the_sorted_one(monkeypatch):
+    """Once a sampler's kernels are loaded, unsorted edges are ordered by a counting pass
+    instead of ``torch.sort``: the same structure, entry for entry."""
+    built = {}
+    for loaded in (False, True):
+        monkeypatch.setattr(_kernels, "loaded", lambda loaded=loaded: loaded)
+        edges = multigraph_edges()[
+            :, torch.randperm(10, generator=torch.Generator().manual_seed(1))
+        ]
+        adj = CSRAdjacency.from_edge_index(edges, 7, 8, grouped=False)
+        built[loaded] = (adj, adj.transpose())
+    for sorted_one, counted in zip(built[False], built[True], strict=True):
+        for name in ("crow", "col", "perm"):
+            assert torch.equal(getattr(sorted_one, name), getattr(counted, name)), name
+            assert getattr(sorted_one, name).dtype == getattr(counted, name).dtype, name

@@ -208,6 +208,24 @@ def test_compiled_kernels_give_the_torch_samples(fanouts, replace):
     assert torch.equal(plain.n_id, a.n_id) and torch.equal(plain.edge_index, a.edge_index)
 
 
+@pytest.mark.skipif(not _kernels.AVAILABLE, reason="numba not installed")
+@pytest.mark.parametrize("fanout", [2, 5, 40])
+def test_the_compiled_edge_draw_reads_sources_and_edges_in_one_pass(fanout):
+    """``sample_edges`` reads each chosen in-edge's source and edge position inside the kernel:
+    the draw of the positions, then both gathered; every edge leads from its source to its
+    target."""
+    data = random_graph(200, 4000, seed=9, parallel_edges=True)
+    in_edges = InEdges.from_edge_index(data.edge_index, 200)
+    targets = torch.arange(0, 200, 3)
+    counts, src, edge = in_edges.sample_edges(targets, fanout, 99)
+    positions = torch.arange(in_edges.src.numel())
+    expected_counts, chosen = in_edges._select(targets, fanout, 99, False, positions)
+    assert torch.equal(counts, expected_counts)
+    assert torch.equal(src, in_edges.src[chosen]) and torch.equal(edge, in_edges.edge[chosen])
+    assert torch.equal(data.edge_index[0][edge], src)
+    assert torch.equal(data.edge_index[1][edge], torch.repeat_interleave(targets, counts))
+
+
 _KERNEL_RUN = """
 import torch
 from lightning_gnn_dist.data import _kernels

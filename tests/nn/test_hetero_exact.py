@@ -28,11 +28,12 @@ from torch_geometric.nn import (
 )
 
 from lightning_gnn_dist.comm import make_exchange
-from lightning_gnn_dist.data.hetero import relation_key, typed_graph
+from lightning_gnn_dist.data.hetero import homogeneous_view, relation_key, typed_graph
 from lightning_gnn_dist.data.hetero_local import build_typed_partitions, typed_batch
 from lightning_gnn_dist.nn import distribute, use_graph_context
 from lightning_gnn_dist.nn.context import make_graph_context
 from lightning_gnn_dist.nn.hetero import ShardedEmbedding
+from lightning_gnn_dist.nn.hetero_models import HeteroRGCN, TypeEncoder
 from lightning_gnn_dist.nn.rgcn import FusedRGCNConv
 from lightning_gnn_dist.partition.metrics import partition_metrics
 from lightning_gnn_dist.partition.types import relation_metrics
@@ -309,6 +310,38 @@ def test_typed_models_are_exact_with_the_hierarchical_exchange():
             assert rows, name
             for layer, measured, predicted in rows:
                 assert measured == predicted, (rank, layer)
+
+
+@pytest.mark.parametrize("graph", GRAPHS)
+@pytest.mark.parametrize("target", ["a", "b"])
+@pytest.mark.parametrize("fast", [False, True])
+def test_hetero_rgcn_equals_pyg_rgcn_layers_on_every_row(graph, target, fast):
+    """``HeteroRGCN`` computes its last layer for the target type's rows only (bipartite, over
+    the relations into that type): the same rows as PyG's ``RGCNConv`` stack run on every row
+    of the homogeneous view and sliced (``b``'s rows start after ``a``'s: the renumbering)."""
+    data = hetero_graph(graph)
+    torch.manual_seed(5)
+    encoder = TypeEncoder({t: WIDTHS[t] for t in ("a", "b")}, 6, {"c": torch.arange(SIZES["c"])})
+    model = HeteroRGCN(data.metadata(), target, encoder, 6, OUT, 3, 0.0, fast=fast).eval()
+    layers = [
+        (FastRGCNConv if fast else RGCNConv)(
+            c.in_channels, c.out_channels, len(RELATIONS), aggr="mean"
+        )
+        for c in model.convs
+    ]
+    for layer, conv in zip(layers, model.convs, strict=True):
+        layer.load_state_dict(conv.state_dict())
+    with torch.no_grad():
+        out = model(data.x_dict, data)
+        h = encoder(data.x_dict)
+        x = torch.cat([h[t] for t in model.node_types])
+        edge_index, edge_type = homogeneous_view(data, model.node_types, model.edge_types)
+        for i, layer in enumerate(layers):
+            x = layer(x, edge_index, edge_type)
+            x = x.relu() if i < len(layers) - 1 else x
+    start = sum(SIZES[t] for t in model.node_types[: model.node_types.index(target)])
+    assert out.shape == (SIZES[target], OUT)
+    assert torch.allclose(out, x[start : start + SIZES[target]], atol=1e-5, rtol=0)
 
 
 def test_relation_keys_follow_to_hetero():
