@@ -137,3 +137,33 @@ def test_weights_too_heavy_for_32_bit_ids_are_scaled_down():
     assert fitted.dtype == np.int32 and (fitted.sum(axis=0) <= limit).all()
     np.testing.assert_array_equal(fitted[:, 1], [1, 2, 3])  # a column that fits is unchanged
     np.testing.assert_array_equal(fitted[:, 0], [-(-limit // 3)] * 2 + [1])  # ceil(w / 3)
+
+
+def test_the_worker_partitions_without_importing_torch(multigraph, tmp_path):
+    """The worker loads METIS without the package (torch would add ~0.3 GB to its peak)."""
+    from lightning_gnn_dist.partition.arrays import EdgeView
+    from lightning_gnn_dist.partition.metis import _metis_arrays
+    from lightning_gnn_dist.partition.weights import vertex_weights
+
+    weights = vertex_weights(multigraph, "work", None).reshape(-1, 1)
+    graph = tmp_path / "graph"
+    graph.mkdir()
+    view = EdgeView(multigraph.edge_index, multigraph.num_nodes)
+    for name, array in zip(("xadj", "adjncy", "vwgt"), _metis_arrays(view, weights), strict=True):
+        np.save(graph / f"{name}.npy", array)
+    output = tmp_path / "out.npy"
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = [{str(WORKER)!r}, 'metis', {str(graph)!r}, {str(output)!r}, '3', '30', '5']\n"
+        "try:\n"
+        f"    runpy.run_path({str(WORKER)!r}, run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        "    print(exit.code, 'torch' in sys.modules)\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert child.stdout.split() == ["0", "False"], child.stderr
+    expected = get_partitioner("metis", seed=4, on_disk=False).partition(multigraph, 3)
+    np.testing.assert_array_equal(np.load(output), expected)  # METIS seed 5 = native_seed(4)
