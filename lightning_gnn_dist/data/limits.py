@@ -204,12 +204,13 @@ def check_vertex_id(path: str | os.PathLike, line: int, vertex_id: int) -> None:
 
 #: Peak bytes per directed edge of the partition step by method, on top of the graph already in
 #: memory (measured on R-MAT scale 20, 16 M edges, ``python -m benchmarks.partition_speed
-#: --scales``): METIS through pymetis keeps every coarsening level of a power-law graph (64-bit
-#: ids: ~290 bytes per edge, 4.2 GiB at scale 20); KaMinPar's 32-bit graph lives in its worker
+#: --scales``, and ``benchmarks.scaling``): METIS 5.2 runs large graphs in a worker that keeps its
+#: coarse levels on disk (the parent's CSR, then the worker's 32-bit CSR and METIS: ~70 bytes per
+#: edge; in-process, ``on_disk=False``, it keeps them in memory: ~170); KaMinPar's 32-bit graph lives in its worker
 #: while the parent holds the refinement's ``int32`` pins; Mt-KaHyPar's Python input is a list of
 #: lists. Methods not listed get :data:`_PARTITION_BYTES_PER_EDGE_OTHER`.
 _PARTITION_BYTES_PER_EDGE = {
-    "metis": 300.0,
+    "metis": 80.0,
     "kaminpar": 48.0,
     "random": 0.0,
     "hypergraph": 400.0,

@@ -147,8 +147,7 @@ def symmetric_csr(
     directed edge at the peak instead of about 90.
 
     Args:
-        dtype: of ``indices``; ``None``: ``int32`` where vertex ids fit (METIS through pymetis
-            needs ``int64``).
+        dtype: of ``indices``; ``None``: ``int32`` where vertex ids fit.
 
     Returns:
         ``indptr [N + 1] int64``, ``indices [nnz] dtype``.

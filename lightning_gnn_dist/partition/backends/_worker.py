@@ -12,10 +12,14 @@ Usage::
     python _worker.py kahypar   HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED CONFIG.ini
     python _worker.py mtkahypar HYPERGRAPH.npz OUTPUT.npy NUM_PARTS EPSILON SEED PRESET THREADS
     python _worker.py kaminpar  GRAPH.parhip   OUTPUT.npy NUM_PARTS EPSILON SEED CONTEXT THREADS
+    python _worker.py metis     GRAPH_FOLDER   OUTPUT.npy NUM_PARTS UFACTOR SEED
 
 ``GRAPH.parhip`` is a graph in ParHIP's binary format (``backends/kaminpar.py`` writes it);
 ``CONTEXT`` a KaMinPar context name (``default``, ``fast``, ``terapart``...). ``PRESET`` is a
 member of ``mtkahypar.PresetType`` (``DEFAULT``) or the path of an ``.ini`` file.
+``GRAPH_FOLDER`` holds ``xadj.npy``, ``adjncy.npy`` and ``vwgt.npy`` in METIS' index type
+(``partition/metis.py`` writes them; memory-mapped here), partitioned by METIS 5.2 with its coarse
+levels in files of the working directory (``backends/metis_library.py``).
 
 ``HYPERGRAPH.npz`` holds ``net_offsets``, ``pins``, ``vertex_weights`` and optionally
 ``net_weights`` (int64, the fields of ``ColumnNetHypergraph``; unit net weights when absent); ``OUTPUT.npy`` receives the ``[num_vertices] int64`` assignment and is
@@ -43,7 +47,10 @@ if __name__ == "__main__" and sys.path and sys.path[0]:
 
 import numpy as np  # noqa: E402
 
-USAGE = "BACKEND INPUT OUTPUT.npy NUM_PARTS EPSILON SEED [CONFIG.ini | PRESET THREADS | CONTEXT THREADS]"
+USAGE = (
+    "BACKEND INPUT OUTPUT.npy NUM_PARTS EPSILON SEED [CONFIG.ini | PRESET THREADS | CONTEXT THREADS]"
+    " (metis: BACKEND INPUT OUTPUT.npy NUM_PARTS UFACTOR SEED)"
+)
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -139,11 +146,27 @@ def _kaminpar(
     return np.asarray(solver.compute_partition(graph, num_parts, epsilon), dtype=np.int64)
 
 
+def _metis(folder: Path, num_parts: int, ufactor: int, seed: int) -> np.ndarray:
+    import importlib.util
+
+    # By path: importing it through the package would import torch (and take seconds).
+    spec = importlib.util.spec_from_file_location(
+        "lgd_metis_library", Path(__file__).with_name("metis_library.py")
+    )
+    library = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(library)
+    # Copy-on-write maps: METIS reads them in place, and a write would stay private.
+    xadj, adjncy, vwgt = (
+        np.load(folder / f"{n}.npy", mmap_mode="c") for n in ("xadj", "adjncy", "vwgt")
+    )
+    return library.part_graph_kway(xadj, adjncy, vwgt, num_parts, seed, ufactor, on_disk=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     _die_with_parent()
     args = sys.argv[1:] if argv is None else argv
     backend = args[0] if args else None
-    expected = {"kahypar": 7, "mtkahypar": 8, "kaminpar": 8}
+    expected = {"kahypar": 7, "mtkahypar": 8, "kaminpar": 8, "metis": 6}
     if backend not in expected or len(args) != expected[backend]:
         return _fail(f"expected arguments {USAGE} (got {args!r})")
     input_path, output_path = Path(args[1]), Path(args[2])
@@ -151,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         num_parts, epsilon, seed = int(args[3]), float(args[4]), int(args[5])
     except ValueError as error:
         return _fail(f"bad NUM_PARTS/EPSILON/SEED {args[3:6]!r}: {error}")
+    if backend == "metis":
+        if not all((input_path / f"{n}.npy").is_file() for n in ("xadj", "adjncy", "vwgt")):
+            return _fail(f"cannot read the graph {str(input_path)!r}: no xadj/adjncy/vwgt.npy")
+        return _save(_metis(input_path, num_parts, int(epsilon), seed), output_path)
     config = Path(args[6]) if backend == "kahypar" else None
     if config is not None and not config.is_file():
         return _fail(f"KaHyPar configuration file {str(config)!r} does not exist")
