@@ -204,19 +204,25 @@ def check_vertex_id(path: str | os.PathLike, line: int, vertex_id: int) -> None:
 
 #: Peak bytes per directed edge of the partition step by method, on top of the graph already in
 #: memory (measured on R-MAT scale 20, 16 M edges, ``python -m benchmarks.partition_speed
-#: --scales``, and ``benchmarks.scaling``): METIS 5.2 runs large graphs in a worker that keeps its
-#: coarse levels on disk (the parent's CSR, then the worker's 32-bit CSR and METIS: ~70 bytes per
-#: edge; in-process, ``on_disk=False``, it keeps them in memory: ~170); KaMinPar's 32-bit graph lives in its worker
-#: while the parent holds the refinement's ``int32`` pins; Mt-KaHyPar's Python input is a list of
-#: lists. Methods not listed get :data:`_PARTITION_BYTES_PER_EDGE_OTHER`.
+#: --scales``, and ``benchmarks.scaling``): METIS 5.1 in this process keeps every coarsening
+#: level of a power-law graph (64-bit ids: ~290 bytes per edge, 4.2 GiB at scale 20); from
+#: :data:`METIS_ON_DISK_MIN_ENTRIES` adjacency entries METIS 5.2 runs in a worker with its levels
+#: on disk (the parent's CSR, the worker's 32-bit CSR and METIS: ~70 bytes per edge,
+#: :data:`_METIS_ON_DISK_BYTES_PER_EDGE`); KaMinPar's 32-bit graph lives in its worker while the
+#: parent holds the refinement's ``int32`` pins; Mt-KaHyPar's Python input is a list of lists.
+#: Methods not listed get :data:`_PARTITION_BYTES_PER_EDGE_OTHER`.
 _PARTITION_BYTES_PER_EDGE = {
-    "metis": 80.0,
+    "metis": 300.0,
     "kaminpar": 48.0,
     "random": 0.0,
     "hypergraph": 400.0,
     "hypergraph-mtkahypar": 400.0,
     "hypergraph-kahypar": 400.0,
 }
+#: ``method="metis"`` (``on_disk=None``) runs METIS 5.2 in a worker with its levels on disk from
+#: this many adjacency entries of ``A + Aᵀ`` on (``partition/metis.py``).
+METIS_ON_DISK_MIN_ENTRIES = 1 << 24
+_METIS_ON_DISK_BYTES_PER_EDGE = 80.0
 _PARTITION_BYTES_PER_EDGE_OTHER = 200.0
 #: From 8 parts on, ``kaminpar`` also lowers the busiest part's send volume on the column-net
 #: hypergraph (about 50 bytes per edge more, measured at scale 20).
@@ -241,6 +247,8 @@ def partition_memory_bytes(
         num_parts: P.
     """
     per_edge = _PARTITION_BYTES_PER_EDGE.get(method, _PARTITION_BYTES_PER_EDGE_OTHER)
+    if method == "metis" and 2 * float(num_edges) >= METIS_ON_DISK_MIN_ENTRIES:
+        per_edge = _METIS_ON_DISK_BYTES_PER_EDGE
     if num_parts >= _MANY_PARTS:
         per_edge = _PARTITION_BYTES_PER_EDGE_MANY_PARTS.get(method, per_edge)
     per_node = _PARTITION_BYTES_PER_NODE + _PARTITION_BYTES_PER_NODE_PART.get(method, 0.0) * (

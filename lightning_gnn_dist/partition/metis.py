@@ -1,23 +1,37 @@
 """Graph partitioning (GP) with METIS (paper 000 §4.3.1; multi-constraint balance: 004 §4.1.2).
 
-METIS 5.2 (the ``cmeel-metis`` wheel, 32-bit ids) is called through ``ctypes``
-(:mod:`~lightning_gnn_dist.partition.backends.metis_library`), for one constraint or several.
-Large graphs (from :data:`ON_DISK_MIN_ENTRIES` adjacency entries, or ``on_disk=True``) are
-partitioned in a child process whose METIS keeps its coarse levels in files (``ONDISK``): the
-same assignment in a fraction of the memory (R-MAT scale 20: 0.6 GB instead of 2.5 GB; pymetis'
-METIS 5.1, used before, needed 4.4 GB).
+Two builds of METIS, picked by ``on_disk`` (by default by the graph's size):
+
+* in this process, METIS 5.1 of pymetis (64-bit ids), which keeps every coarsening level in
+  memory: graphs below :data:`ON_DISK_MIN_ENTRIES` adjacency entries, and ``on_disk=False``.
+  pymetis calls METIS with ``ncon = 1`` whatever weights it is given (inducer/pymetis#62 is
+  unmerged), so the multi-constraint cases (``balance_masks=True``, ``vertex_weight="nnz+rows"``,
+  typed graphs) call ``METIS_PartGraphKway`` of the library pymetis bundles through ``ctypes``;
+* in a worker process, METIS 5.2 of ``cmeel-metis`` (32-bit ids, through ``ctypes``:
+  :mod:`~lightning_gnn_dist.partition.backends.metis_library`) with its ``ONDISK`` option, which
+  keeps the coarse levels in files while this process holds only the graph: larger graphs, and
+  ``on_disk=True``. At R-MAT scale 20 (31 M entries) METIS 5.1 took 4.4 GB besides the graph,
+  1.2x DGL's whole partition step; the worker's peak is 0.8 GB (``python -m benchmarks.scaling``).
+
+The two builds give different assignments of similar quality (R-MAT volumes within 1 %, the
+meshes of ``benchmarks/partition_quality`` 1-7 % higher with 5.2), which is why small graphs
+keep 5.1's: the published partitions and quality tables stay as they were.
 """
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pymetis
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.hetero import is_typed
+from lightning_gnn_dist.data.limits import METIS_ON_DISK_MIN_ENTRIES
 from lightning_gnn_dist.partition.arrays import EdgeView, symmetric_csr
 from lightning_gnn_dist.partition.backends import metis_library
 from lightning_gnn_dist.partition.backends._child import run_in_child, worker_command
@@ -40,9 +54,9 @@ from lightning_gnn_dist.utils.progress import status
 
 MASK_KEYS: tuple[str, ...] = ("train_mask", "val_mask", "test_mask")
 #: ``on_disk=None`` partitions in the worker from this many adjacency entries of ``A + Aᵀ`` on
-#: (2 x the distinct off-diagonal edges; 16 Mi, about R-MAT scale 20 at edge factor 8), where
-#: METIS 5.2 itself starts writing levels to disk (levels of 128 MiB and more).
-ON_DISK_MIN_ENTRIES = 1 << 24
+#: (2 x the distinct off-diagonal edges; 16 Mi, about R-MAT scale 20 at edge factor 8: METIS
+#: 5.1's levels would take ~2 GB there), below in this process.
+ON_DISK_MIN_ENTRIES = METIS_ON_DISK_MIN_ENTRIES
 
 
 @register_partitioner("metis")
@@ -82,11 +96,12 @@ class MetisPartitioner(Partitioner):
             (default: ``"work"``, chosen by ``python -m benchmarks.full_batch``)
         widths (Sequence[int], optional): GCN widths of ``"work"``; ``None`` reads
             ``(num_features, 16, num_classes)`` from the graph. (default: ``None``)
-        on_disk (bool, optional): run METIS in a child process that keeps its coarse levels in
-            files of a private temporary folder (METIS' ``ONDISK``), while this process holds
-            only the graph; the assignment is the same either way. ``None``: from
-            :data:`ON_DISK_MIN_ENTRIES` adjacency entries on. The folder needs about the size
-            of METIS' levels on disk (2.5 GB at R-MAT scale 20). (default: ``None``)
+        on_disk (bool, optional): ``True``: METIS 5.2 in a child process that keeps its coarse
+            levels in files of a private temporary folder (METIS' ``ONDISK``), while this
+            process holds only the graph (the folder needs about the size of the levels: 2.5 GB
+            at R-MAT scale 20); ``False``: METIS 5.1 in this process, levels in memory. The two
+            builds give different assignments of similar quality (module docstring). ``None``:
+            ``True`` from :data:`ON_DISK_MIN_ENTRIES` adjacency entries on. (default: ``None``)
 
     .. code-block:: python
 
@@ -109,7 +124,8 @@ class MetisPartitioner(Partitioner):
         self.vertex_weight = check_vertex_weight(vertex_weight)
         self.widths = check_widths(widths)
         self.on_disk = None if on_disk is None else check_bool("on_disk", on_disk)
-        metis_library.load()  # ImportError with the install command, before any work
+        if on_disk:
+            metis_library.load()  # ImportError with the install command, before any work
 
     @property
     def ufactor(self) -> int:
@@ -139,17 +155,87 @@ class MetisPartitioner(Partitioner):
         with status(f"METIS: {num_nodes:,} vertices into {num_parts} parts", estimate):
             if on_disk:
                 return _partition_in_child(view, constraints, num_parts, seed, self.ufactor)
-            xadj, adjncy, vwgt = _metis_arrays(view, constraints)
-            return metis_library.part_graph_kway(xadj, adjncy, vwgt, num_parts, seed, self.ufactor)
+            # int64: pymetis' index type (no copy); ~16 bytes per directed edge.
+            indptr, indices = symmetric_csr(None, num_nodes, np.int64, view)
+            del view
+            if constraints.shape[1] > 1:
+                return _part_graph_kway(indptr, indices, constraints, num_parts, seed, self.ufactor)
+            options = pymetis.Options(seed=seed, ufactor=self.ufactor)
+            _, parts = pymetis.part_graph(
+                num_parts,
+                adjacency=pymetis.CSRAdjacency(adj_starts=indptr, adjacent=indices),
+                vweights=weights[:, 0],
+                recursive=False,
+                options=options,
+            )
+        return np.asarray(parts, dtype=np.int64)
 
     def settings(self) -> dict[str, Any]:
-        """Method, seed, epsilon, ``balance_masks`` and the vertex weight (``on_disk`` never
-        changes an assignment)."""
+        """Method, seed, epsilon, ``balance_masks``, the vertex weight and ``on_disk`` (which
+        picks the METIS build; ``None`` picks by the graph's size)."""
         return {
             **super().settings(),
             "balance_masks": self.balance_masks,
             **weight_settings(self.vertex_weight, self.widths),
+            "on_disk": self.on_disk,
         }
+
+
+@cache
+def _pymetis_library() -> ctypes.CDLL:
+    """The METIS 5.1 library bundled in pymetis' extension module (exports the METIS C API)."""
+    from pymetis import _internal
+
+    library = ctypes.CDLL(_internal.__file__)
+    if not hasattr(library, "METIS_PartGraphKway"):  # pragma: no cover - other pymetis builds
+        raise RuntimeError(
+            f"balance_masks=True and vertex_weight='nnz+rows' need METIS_PartGraphKway, which "
+            f"this pymetis build ({_internal.__file__}) does not export; use one constraint"
+        )
+    return library
+
+
+def _part_graph_kway(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    constraints: np.ndarray,
+    num_parts: int,
+    seed: int,
+    ufactor: int,
+) -> np.ndarray:
+    """Multi-constraint ``METIS_PartGraphKway`` of pymetis' METIS 5.1; ``constraints`` is
+    ``[num_nodes, ncon]``."""
+    from pymetis._internal import options_indices
+
+    library = _pymetis_library()
+    idx = pymetis.zero_copy_dtype()
+    c_idx = {4: ctypes.c_int32, 8: ctypes.c_int64}[idx.itemsize]
+    num_nodes, ncon = constraints.shape
+    xadj = np.ascontiguousarray(indptr, dtype=idx)
+    adjncy = np.ascontiguousarray(indices, dtype=idx)
+    vwgt = np.ascontiguousarray(constraints, dtype=idx).reshape(-1)  # vertex-major
+    options = np.zeros(40, dtype=idx)  # METIS_NOPTIONS
+    part = np.zeros(num_nodes, dtype=idx)
+
+    def ptr(array: np.ndarray) -> Any:
+        return array.ctypes.data_as(ctypes.POINTER(c_idx))
+
+    library.METIS_SetDefaultOptions(ptr(options))
+    options[options_indices.SEED] = seed
+    options[options_indices.UFACTOR] = ufactor
+    options[options_indices.NUMBERING] = 0
+    nvtxs, nconstraints, nparts, edgecut = c_idx(num_nodes), c_idx(ncon), c_idx(num_parts), c_idx()
+    status = library.METIS_PartGraphKway(
+        ctypes.byref(nvtxs), ctypes.byref(nconstraints), ptr(xadj), ptr(adjncy), ptr(vwgt),
+        None, None, ctypes.byref(nparts), None, None, ptr(options), ctypes.byref(edgecut),
+        ptr(part),
+    )  # fmt: skip
+    if status != 1:  # METIS_OK
+        raise RuntimeError(
+            f"METIS_PartGraphKway failed with status {status} (-2: bad input, -3: out of memory) "
+            f"for {num_nodes} vertices, {num_parts} parts and {ncon} constraints"
+        )
+    return part.astype(np.int64, copy=False)
 
 
 def _metis_arrays(

@@ -69,7 +69,7 @@ READABLE_FORMATS = (2, 3)
 """Format versions :meth:`PartitionStore.open` reads: a format-2 store is a homogeneous graph with
 ``x``, an integer ``y``, the masks and no other attribute in its ``meta.json``."""
 _STORE_FILE = re.compile(r"meta\.json|assignment\.npy|part-\d{5}\.pt")
-_LIBRARIES = ("torch", "torch-geometric", "cmeel-metis", "mtkahypar", "kahypar", "numpy")
+_LIBRARIES = ("torch", "torch-geometric", "pymetis", "cmeel-metis", "mtkahypar", "kahypar", "numpy")
 
 
 class PartitionStoreError(ValueError):

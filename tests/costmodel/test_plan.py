@@ -268,7 +268,7 @@ def test_the_mapped_candidate_reuses_the_naive_partition(tmp_path, monkeypatch, 
     from lightning_gnn_dist.partition import MetisPartitioner
     from lightning_gnn_dist.partition.store import partition_to_store
 
-    data = random_graph(600, 1500, seed=5, features=8, parallel_edges=True)
+    data = random_graph(600, 1500, seed=4, features=8, parallel_edges=True)
     topology, root = Topology(2, 2), tmp_path / "plan" if stores else None
     calls = []
     partition = MetisPartitioner.partition

@@ -1,5 +1,6 @@
-"""METIS 5.2 in-process and in its worker (``on_disk``): the same assignment, clear failures,
-nothing left behind (issue 34: the partition step's memory at R-MAT scale 20)."""
+"""METIS 5.2 in its worker (``on_disk``): the assignment of the same library in memory, clear
+failures, nothing left behind (issue 34: the partition step's memory at R-MAT scale 20); small
+graphs keep METIS 5.1 in this process."""
 
 from __future__ import annotations
 
@@ -51,24 +52,42 @@ def _leftovers() -> list[Path]:
     ids=["one-constraint", "five-constraints"],
 )
 @pytest.mark.parametrize("seed", [0, 7])
-def test_the_worker_gives_the_in_process_assignment(multigraph, monkeypatch, options, seed):
-    calls = _children(monkeypatch)
+def test_the_worker_gives_the_in_memory_assignment(multigraph, monkeypatch, options, seed):
+    """The worker (levels on disk) equals METIS 5.2 called here on the same arrays (levels in
+    memory)."""
+    calls, inputs = _children(monkeypatch), []
+    original = metis._partition_in_child
+
+    def recorded(*args):
+        inputs.append(args)
+        return original(*args)
+
+    monkeypatch.setattr(metis, "_partition_in_child", recorded)
     before = _leftovers()
-    here = get_partitioner("metis", seed=seed, on_disk=False, **options).partition(multigraph, 3)
-    assert calls == []
     there = get_partitioner("metis", seed=seed, on_disk=True, **options).partition(multigraph, 3)
     assert calls == ["METIS"]
+    ((view, constraints, num_parts, native, ufactor),) = inputs
+    arrays = metis._metis_arrays(view, constraints)
+    here = metis_library.part_graph_kway(*arrays, num_parts, native, ufactor, on_disk=False)
     np.testing.assert_array_equal(there, here)
-    assert here.dtype == np.int64 and set(np.unique(here)) == {0, 1, 2}
+    assert there.dtype == np.int64 and set(np.unique(there)) == {0, 1, 2}
     assert _leftovers() == before
 
 
-def test_seeds_matter_and_on_disk_is_not_a_setting(multigraph):
-    a = get_partitioner("metis", seed=0).partition(multigraph, 3)
-    b = get_partitioner("metis", seed=7).partition(multigraph, 3)
-    assert (a != b).any()
-    settings = get_partitioner("metis", on_disk=True).settings()
-    assert "on_disk" not in settings and settings == get_partitioner("metis").settings()
+def test_on_disk_picks_the_build_and_is_a_setting(multigraph, monkeypatch):
+    """``on_disk=False`` is METIS 5.1 in this process (what every graph below the size took
+    before); the builds differ, so the choice is recorded with the other settings."""
+    calls = _children(monkeypatch)
+    a = get_partitioner("metis", seed=0, on_disk=False).partition(multigraph, 3)
+    b = get_partitioner("metis", seed=7, on_disk=False).partition(multigraph, 3)
+    assert calls == [] and (a != b).any()
+    np.testing.assert_array_equal(a, get_partitioner("metis", seed=0).partition(multigraph, 3))
+    settings = {on_disk: get_partitioner("metis", on_disk=on_disk).settings() for on_disk in
+                (None, False, True)}  # fmt: skip
+    assert [s["on_disk"] for s in settings.values()] == [None, False, True]
+    assert {k: v for k, v in settings[True].items() if k != "on_disk"} == {
+        k: v for k, v in settings[None].items() if k != "on_disk"
+    }
 
 
 def test_on_disk_by_default_from_a_size(multigraph, monkeypatch):
@@ -114,14 +133,21 @@ def test_the_worker_refuses_a_missing_graph(tmp_path):
     assert not (tmp_path / "out.npy").exists()
 
 
-def test_options_and_a_missing_library_are_refused_at_construction(monkeypatch):
+def test_options_and_a_missing_library_are_refused(multigraph, monkeypatch):
+    """Without ``cmeel-metis``: ``on_disk=True`` is refused at construction, a graph large
+    enough for the worker when it is partitioned; small graphs still partition (METIS 5.1)."""
     with pytest.raises(ValueError, match="on_disk"):
         get_partitioner("metis", on_disk="yes")
     monkeypatch.setattr(metis_library, "_installed_files", lambda: {})
     metis_library.load.cache_clear()
+    hint = "pip install cmeel-metis, or use method='kaminpar'"
     try:
-        with pytest.raises(ImportError, match="pip install cmeel-metis, or use method='kaminpar'"):
-            get_partitioner("metis")
+        with pytest.raises(ImportError, match=hint):
+            get_partitioner("metis", on_disk=True)
+        assert get_partitioner("metis").partition(multigraph, 2).shape == (300,)
+        monkeypatch.setattr(metis, "ON_DISK_MIN_ENTRIES", 4)
+        with pytest.raises(ImportError, match=hint):
+            get_partitioner("metis").partition(multigraph, 2)
     finally:
         monkeypatch.undo()
         metis_library.load.cache_clear()
@@ -165,5 +191,6 @@ def test_the_worker_partitions_without_importing_torch(multigraph, tmp_path):
         cwd=tmp_path,
     )  # fmt: skip
     assert child.stdout.split() == ["0", "False"], child.stderr
-    expected = get_partitioner("metis", seed=4, on_disk=False).partition(multigraph, 3)
-    np.testing.assert_array_equal(np.load(output), expected)  # METIS seed 5 = native_seed(4)
+    arrays = _metis_arrays(view, weights)
+    expected = metis_library.part_graph_kway(*arrays, 3, 5, 30, on_disk=False)
+    np.testing.assert_array_equal(np.load(output), expected)

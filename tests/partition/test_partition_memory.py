@@ -21,13 +21,12 @@ def test_a_partition_that_cannot_fit_is_refused_before_the_work(graph, monkeypat
     lean = limits.partition_memory_bytes("kaminpar", graph.num_nodes, edges, 2)
     assert lean < needed
     monkeypatch.setattr(limits, "available_memory_bytes", lambda: int((needed + lean) / 2))
-    from lightning_gnn_dist.partition import metis
+    import pymetis
 
     def never(*args, **kwargs):
         raise AssertionError("METIS ran although the estimate did not fit")
 
-    monkeypatch.setattr(metis.metis_library, "part_graph_kway", never)
-    monkeypatch.setattr(metis, "run_in_child", never)
+    monkeypatch.setattr(pymetis, "part_graph", never)
     with pytest.raises(MemoryError, match=r"method='metis' needs about .* use method='kaminpar'"):
         get_partitioner("metis").partition(graph, 2)
     monkeypatch.setattr(limits, "available_memory_bytes", lambda: 10)
@@ -49,5 +48,13 @@ def test_the_estimate_is_printed_with_progress(graph, monkeypatch, capsys):
 def test_estimate_grows_with_the_graph_and_the_method():
     small = limits.partition_memory_bytes("kaminpar", 1e6, 16e6, 2)
     assert limits.partition_memory_bytes("kaminpar", 4e6, 64e6, 2) == pytest.approx(4 * small)
+    # METIS 5.1 in this process keeps its levels in memory; from the worker's size on, METIS
+    # 5.2 keeps them on disk.
+    assert limits.partition_memory_bytes("metis", 1e5, 4e6, 2) > 5 * limits.partition_memory_bytes(
+        "kaminpar", 1e5, 4e6, 2
+    )
+    on_disk = limits.METIS_ON_DISK_MIN_ENTRIES
+    below = limits.partition_memory_bytes("metis", 1e6, on_disk / 2 - 1, 2)
+    assert limits.partition_memory_bytes("metis", 1e6, on_disk / 2, 2) < below / 3
     assert limits.partition_memory_bytes("metis", 1e6, 16e6, 2) > small
     assert limits.partition_memory_bytes("some-new-method", 1e6, 16e6, 2) > small
