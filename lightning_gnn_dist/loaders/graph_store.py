@@ -400,10 +400,14 @@ class PartitionedGraphStore:
         rows = self._fetch_remote(n_id[want], degrees)
         own = n_id[mine] - self.start
 
+        cache_rows = cached[hits]
+
         def gather(owned: Tensor, cache: Tensor, remote: Tensor) -> Tensor:
+            # index_select + index_copy_: about twice as fast as indexing with tensors
             out = owned.new_empty((n_id.numel(), *owned.shape[1:]))
-            out[mine], out[hits], out[want] = owned[own], cache[cached[hits]], remote
-            return out
+            out.index_copy_(0, mine, owned.index_select(0, own))
+            out.index_copy_(0, hits, cache.index_select(0, cache_rows))
+            return out.index_copy_(0, want, remote)
 
         fetched = FetchedRows(
             gather(part.x, self._cache.x, rows.x),
@@ -453,7 +457,7 @@ class PartitionedGraphStore:
             attrs |= {TERMS_PREFIX + key: value[rows] for key, value in self._weight_terms.items()}
         if codec is None or codec.lossless:
             x, attrs, meta = self._rows_with_meta(
-                part.x[rows], attrs, meta, requested_counts, counts, codec
+                part.x.index_select(0, rows), attrs, meta, requested_counts, counts, codec
             )
         else:
             x, _ = self._all_to_all(
