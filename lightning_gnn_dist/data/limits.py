@@ -235,7 +235,11 @@ _PARTITION_BYTES_PER_NODE_PART = {"kaminpar": 4.0}
 
 
 def partition_memory_bytes(
-    method: str, num_nodes: float, num_edges: float, num_parts: int = 2
+    method: str,
+    num_nodes: float,
+    num_edges: float,
+    num_parts: int = 2,
+    on_disk: bool | None = None,
 ) -> float:
     """Estimated extra peak memory, in bytes, of partitioning a graph already in memory with
     ``method`` into ``num_parts`` parts and computing its metrics (the store is not included).
@@ -245,9 +249,13 @@ def partition_memory_bytes(
         num_nodes: vertices ``N``.
         num_edges: directed edges ``E``.
         num_parts: P.
+        on_disk: ``metis``'s ``on_disk`` (``None``: by the graph's size, as the partitioner
+            picks).
     """
     per_edge = _PARTITION_BYTES_PER_EDGE.get(method, _PARTITION_BYTES_PER_EDGE_OTHER)
-    if method == "metis" and 2 * float(num_edges) >= METIS_ON_DISK_MIN_ENTRIES:
+    if on_disk is None:
+        on_disk = 2 * float(num_edges) >= METIS_ON_DISK_MIN_ENTRIES
+    if method == "metis" and on_disk:
         per_edge = _METIS_ON_DISK_BYTES_PER_EDGE
     if num_parts >= _MANY_PARTS:
         per_edge = _PARTITION_BYTES_PER_EDGE_MANY_PARTS.get(method, per_edge)
@@ -258,12 +266,16 @@ def partition_memory_bytes(
 
 
 def check_partition_fits(
-    method: str, num_nodes: float, num_edges: float, num_parts: int = 2
+    method: str,
+    num_nodes: float,
+    num_edges: float,
+    num_parts: int = 2,
+    on_disk: bool | None = None,
 ) -> float:
     """Raise ``MemoryError`` (one line: the estimate, what is available, what to do) when the
     partition step's estimate (:func:`partition_memory_bytes`) exceeds
     :func:`available_memory_bytes`; return the estimate otherwise."""
-    needed = partition_memory_bytes(method, num_nodes, num_edges, num_parts)
+    needed = partition_memory_bytes(method, num_nodes, num_edges, num_parts, on_disk)
     available = available_memory_bytes()
     if needed > available:
         lean = partition_memory_bytes("kaminpar", num_nodes, num_edges, num_parts)

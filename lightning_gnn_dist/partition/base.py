@@ -94,7 +94,8 @@ class Partitioner(ABC):
         from lightning_gnn_dist.utils.progress import format_seconds, note
 
         num_edges = 0 if data.edge_index is None else int(data.edge_index.size(1))
-        needed = check_partition_fits(self.name, data.num_nodes, num_edges, num_parts)
+        on_disk = getattr(self, "on_disk", None)  # metis: which build runs (memory differs)
+        needed = check_partition_fits(self.name, data.num_nodes, num_edges, num_parts, on_disk)
         seconds = estimate_seconds(self.name, num_edges)
         note(
             f"partitioning {data.num_nodes:,} vertices / {num_edges:,} edges into {num_parts} "

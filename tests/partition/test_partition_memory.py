@@ -34,6 +34,20 @@ def test_a_partition_that_cannot_fit_is_refused_before_the_work(graph, monkeypat
         get_partitioner("kaminpar").partition(graph, 2)
 
 
+def test_the_estimate_follows_the_metis_build_asked_for(graph, monkeypatch):
+    """``on_disk=True`` (METIS 5.2 out of core) needs less than METIS 5.1 in-process: with room
+    for the first only, the second is refused and the first runs."""
+    edges = graph.edge_index.size(1)
+    in_process = limits.partition_memory_bytes("metis", graph.num_nodes, edges, 2, on_disk=False)
+    out_of_core = limits.partition_memory_bytes("metis", graph.num_nodes, edges, 2, on_disk=True)
+    assert out_of_core < in_process
+    monkeypatch.setattr(limits, "available_memory_bytes", lambda: (in_process + out_of_core) // 2)
+    with pytest.raises(MemoryError, match=r"method='metis' needs about"):
+        get_partitioner("metis", on_disk=False).partition(graph, 2)
+    assignment = get_partitioner("metis", on_disk=True).partition(graph, 2)
+    assert set(np.unique(assignment)) == {0, 1}
+
+
 def test_the_estimate_is_printed_with_progress(graph, monkeypatch, capsys):
     monkeypatch.setenv("LGD_PROGRESS", "1")
     assignment = get_partitioner("metis").partition(graph, 2)
@@ -56,5 +70,7 @@ def test_estimate_grows_with_the_graph_and_the_method():
     on_disk = limits.METIS_ON_DISK_MIN_ENTRIES
     below = limits.partition_memory_bytes("metis", 1e6, on_disk / 2 - 1, 2)
     assert limits.partition_memory_bytes("metis", 1e6, on_disk / 2, 2) < below / 3
+    forced = limits.partition_memory_bytes("metis", 1e6, on_disk / 2, 2, on_disk=False)
+    assert forced > limits.partition_memory_bytes("metis", 1e6, on_disk / 2, 2) * 3  # in-process
     assert limits.partition_memory_bytes("metis", 1e6, 16e6, 2) > small
     assert limits.partition_memory_bytes("some-new-method", 1e6, 16e6, 2) > small
