@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from lightning_gnn_dist.data import _kernels
+from lightning_gnn_dist.data.sampler import use_compiled
 
 _INT32_MAX = 2**31 - 1
 
@@ -71,7 +72,7 @@ class CSRAdjacency:
         dtype = index_dtype(num_rows, num_cols, row.numel())
         if grouped is None:  # a partition or a sampler's hops come grouped: skip the sort
             grouped = bool((row[1:] >= row[:-1]).all())  # host: reads the device
-        if not grouped and not row.is_cuda and _kernels.loaded():
+        if not grouped and row.device.type == "cpu" and _kernels.loaded() and use_compiled():
             # A sampler's kernels are loaded (mini-batches: a transpose per batch): the stable
             # order by one counting pass, as DGL transposes its blocks, not a comparison sort.
             crow, perm = _kernels.counting_order(row, num_rows)

@@ -25,6 +25,8 @@ from collections import Counter
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from lightning_gnn_dist.data.sampler import use_compiled
+
 #: ATen operations that wait for the device (their output, or its size, is read on the host).
 SYNC_OPS = frozenset(
     {
@@ -128,6 +130,10 @@ class HostSyncCounter:
         return wrapper
 
     def __enter__(self) -> HostSyncCounter:
+        # The compiled (numba) kernels run on host tensors only, never in a device step: off
+        # while counting, so a CPU run takes the code path a GPU step takes.
+        self._compiled = use_compiled()
+        use_compiled(False)
         for name in self._PATCHED:
             self._saved[name] = getattr(torch.Tensor, name)
             setattr(torch.Tensor, name, self._wrap(name))
@@ -139,6 +145,7 @@ class HostSyncCounter:
         for name, original in self._saved.items():
             setattr(torch.Tensor, name, original)
         self._saved.clear()
+        use_compiled(self._compiled)
 
     def report(self) -> dict:
         """``{"total", "by_op", "by_site"}`` (JSON-ready)."""
