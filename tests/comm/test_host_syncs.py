@@ -18,6 +18,7 @@ from torch import nn
 from torch_geometric.nn import GCNConv, SAGEConv
 
 from lightning_gnn_dist.comm import make_exchange
+from lightning_gnn_dist.data import _kernels
 from lightning_gnn_dist.data.csr import CSRAdjacency
 from lightning_gnn_dist.data.local import build_local_partitions
 from lightning_gnn_dist.data.vertex_cut import build_vertex_cut_parts
@@ -178,3 +179,17 @@ def test_a_csr_build_asks_the_device_only_when_the_caller_does_not_say_grouped()
     assert counter.counts == {"_local_scalar_dense": 1}  # the check reads one boolean
     assert torch.equal(told.crow, checked.crow) and torch.equal(told.col, checked.col)
     assert told.crow.tolist() == [0, 2, 3, 4]
+
+
+def test_the_counter_counts_the_device_path_of_the_compiled_kernels():
+    """The compiled (host-only) kernels are off while counting, as in a device step, and back
+    on after: a transpose built inside the counter makes no round trip either way."""
+    from lightning_gnn_dist.data.sampler import use_compiled
+
+    assert use_compiled() == _kernels.AVAILABLE
+    edges = torch.tensor([[2, 0, 1, 2], [0, 1, 1, 2]])
+    with HostSyncCounter() as counter:
+        assert not use_compiled()
+        CSRAdjacency.from_edge_index(edges, 3, 3, grouped=True).transpose()
+    assert counter.total == 0, counter.report()["by_site"]
+    assert use_compiled() == _kernels.AVAILABLE
