@@ -82,21 +82,10 @@ def run_lightning(args, task: str, data) -> tuple[list[dict], float]:
 def timed_trainer(devices: int, max_epochs: int, timer, root: Path):
     """The user's ``Trainer(strategy="gnn_ddp")`` with nothing the peers' loops lack: no
     logger, checkpoint, progress bar, model summary or validation; ``timer`` its callback."""
-    import pytorch_lightning as pl
+    from benchmarks.common.fits import make_trainer
 
-    return pl.Trainer(
-        strategy="gnn_ddp",
-        accelerator="cpu",
-        devices=devices,
-        max_epochs=max_epochs,
-        callbacks=[timer],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        default_root_dir=str(root),
+    return make_trainer(
+        "gnn_ddp", devices, max_epochs, [timer], limit_val_batches=0, default_root_dir=str(root)
     )
 
 

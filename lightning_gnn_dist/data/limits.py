@@ -220,9 +220,21 @@ _PARTITION_BYTES_PER_EDGE = {
     "hypergraph-kahypar": 400.0,
 }
 #: ``method="metis"`` (``on_disk=None``) runs METIS 5.2 in a worker with its levels on disk from
-#: this many adjacency entries of ``A + Aᵀ`` on (``partition/metis.py``).
+#: this many adjacency entries of ``A + Aᵀ`` on (16 Mi, about R-MAT scale 20 at edge factor 8,
+#: where METIS 5.1's levels would take ~2 GB), METIS 5.1 in-process below
+#: (``partition/metis.py``).
 METIS_ON_DISK_MIN_ENTRIES = 1 << 24
 _METIS_ON_DISK_BYTES_PER_EDGE = 80.0
+
+
+def metis_on_disk(on_disk: bool | None, adjacency_entries: float) -> bool:
+    """Whether ``method="metis"`` runs METIS 5.2 out of core: ``on_disk`` when given, else from
+    :data:`METIS_ON_DISK_MIN_ENTRIES` adjacency entries of ``A + Aᵀ`` on."""
+    if on_disk is not None:
+        return bool(on_disk)
+    return adjacency_entries >= METIS_ON_DISK_MIN_ENTRIES
+
+
 _PARTITION_BYTES_PER_EDGE_OTHER = 200.0
 #: From 8 parts on, ``kaminpar`` also lowers the busiest part's send volume on the column-net
 #: hypergraph (about 50 bytes per edge more, measured at scale 20).
@@ -253,9 +265,7 @@ def partition_memory_bytes(
             picks).
     """
     per_edge = _PARTITION_BYTES_PER_EDGE.get(method, _PARTITION_BYTES_PER_EDGE_OTHER)
-    if on_disk is None:
-        on_disk = 2 * float(num_edges) >= METIS_ON_DISK_MIN_ENTRIES
-    if method == "metis" and on_disk:
+    if method == "metis" and metis_on_disk(on_disk, 2 * float(num_edges)):
         per_edge = _METIS_ON_DISK_BYTES_PER_EDGE
     if num_parts >= _MANY_PARTS:
         per_edge = _PARTITION_BYTES_PER_EDGE_MANY_PARTS.get(method, per_edge)

@@ -57,16 +57,12 @@ def relation_matrices(
         stale = [k for k in cache if isinstance(k, tuple) and k and k[0] == "rgcn"]
         for k in stale:  # the edge types of an earlier call: one set per edge_index
             del cache[k]
-        relations = torch.arange(num_relations + 1, device=edge_type.device)
-        if bool((edge_type[1:] >= edge_type[:-1]).all()):  # grouped (typed views are): slices
-            bounds = torch.searchsorted(edge_type, relations).tolist()
-            edges_of = [edge_index[:, bounds[r] : bounds[r + 1]] for r in range(num_relations)]
-        else:
+        if not bool((edge_type[1:] >= edge_type[:-1]).all()):  # typed views come grouped
             order = torch.argsort(edge_type, stable=True)
-            bounds = torch.searchsorted(edge_type[order], relations).tolist()
-            edges_of = [
-                edge_index[:, order[bounds[r] : bounds[r + 1]]] for r in range(num_relations)
-            ]
+            edge_index, edge_type = edge_index[:, order], edge_type[order]
+        relations = torch.arange(num_relations + 1, device=edge_type.device)
+        bounds = torch.searchsorted(edge_type, relations).tolist()
+        edges_of = [edge_index[:, bounds[r] : bounds[r + 1]] for r in range(num_relations)]
         spans = {
             r: (int(e[0].min()), int(e[0].max()) + 1) for r, e in enumerate(edges_of) if e.numel()
         }

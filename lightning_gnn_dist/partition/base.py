@@ -94,14 +94,21 @@ class Partitioner(ABC):
         from lightning_gnn_dist.utils.progress import format_seconds, note
 
         num_edges = 0 if data.edge_index is None else int(data.edge_index.size(1))
-        on_disk = getattr(self, "on_disk", None)  # metis: which build runs (memory differs)
-        needed = check_partition_fits(self.name, data.num_nodes, num_edges, num_parts, on_disk)
+        needed = check_partition_fits(
+            self.name, data.num_nodes, num_edges, num_parts, **self.memory_options()
+        )
         seconds = estimate_seconds(self.name, num_edges)
         note(
             f"partitioning {data.num_nodes:,} vertices / {num_edges:,} edges into {num_parts} "
             f"parts with {self.name!r}: about {describe_bytes(needed)} of memory besides the "
             f"graph" + ("" if seconds is None else f", about {format_seconds(seconds)}")
         )
+
+    def memory_options(self) -> dict[str, Any]:
+        """Options of this partitioner that change the partition step's memory estimate
+        (keyword arguments of :func:`~lightning_gnn_dist.data.limits.check_partition_fits`);
+        none by default."""
+        return {}
 
     @abstractmethod
     def _partition(self, data: Data, num_parts: int) -> np.ndarray:

@@ -3,7 +3,8 @@
 Two builds of METIS, picked by ``on_disk`` (by default by the graph's size):
 
 * in this process, METIS 5.1 of pymetis (64-bit ids), which keeps every coarsening level in
-  memory: graphs below :data:`ON_DISK_MIN_ENTRIES` adjacency entries, and ``on_disk=False``.
+  memory: graphs below :data:`~lightning_gnn_dist.data.limits.METIS_ON_DISK_MIN_ENTRIES`
+  adjacency entries of ``A + Aᵀ``, and ``on_disk=False``.
   pymetis calls METIS with ``ncon = 1`` whatever weights it is given (inducer/pymetis#62 is
   unmerged), so the multi-constraint cases (``balance_masks=True``, ``vertex_weight="nnz+rows"``,
   typed graphs) call ``METIS_PartGraphKway`` of the library pymetis bundles through ``ctypes``;
@@ -31,7 +32,7 @@ import pymetis
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.hetero import is_typed
-from lightning_gnn_dist.data.limits import METIS_ON_DISK_MIN_ENTRIES
+from lightning_gnn_dist.data.limits import metis_on_disk
 from lightning_gnn_dist.partition.arrays import EdgeView, symmetric_csr
 from lightning_gnn_dist.partition.backends import metis_library
 from lightning_gnn_dist.partition.backends._child import run_in_child, worker_command
@@ -53,10 +54,6 @@ from lightning_gnn_dist.utils.checks import check_bool
 from lightning_gnn_dist.utils.progress import status
 
 MASK_KEYS: tuple[str, ...] = ("train_mask", "val_mask", "test_mask")
-#: ``on_disk=None`` partitions in the worker from this many adjacency entries of ``A + Aᵀ`` on
-#: (2 x the distinct off-diagonal edges; 16 Mi, about R-MAT scale 20 at edge factor 8: METIS
-#: 5.1's levels would take ~2 GB there), below in this process.
-ON_DISK_MIN_ENTRIES = METIS_ON_DISK_MIN_ENTRIES
 
 
 @register_partitioner("metis")
@@ -101,7 +98,8 @@ class MetisPartitioner(Partitioner):
             process holds only the graph (the folder needs about the size of the levels: 2.5 GB
             at R-MAT scale 20); ``False``: METIS 5.1 in this process, levels in memory. The two
             builds give different assignments of similar quality (module docstring). ``None``:
-            ``True`` from :data:`ON_DISK_MIN_ENTRIES` adjacency entries on. (default: ``None``)
+            ``True`` from :data:`~lightning_gnn_dist.data.limits.METIS_ON_DISK_MIN_ENTRIES`
+            adjacency entries on. (default: ``None``)
 
     .. code-block:: python
 
@@ -148,9 +146,7 @@ class MetisPartitioner(Partitioner):
         if view.num_edges == 0:
             return _deal_round_robin(masks, num_nodes, num_parts)
         seed = native_seed(self.seed)
-        on_disk = self.on_disk
-        if on_disk is None:
-            on_disk = 2 * view.num_edges >= ON_DISK_MIN_ENTRIES
+        on_disk = metis_on_disk(self.on_disk, 2 * view.num_edges)
         estimate = estimate_seconds("metis", int(data.edge_index.size(1)))
         with status(f"METIS: {num_nodes:,} vertices into {num_parts} parts", estimate):
             if on_disk:
@@ -169,6 +165,11 @@ class MetisPartitioner(Partitioner):
                 options=options,
             )
         return np.asarray(parts, dtype=np.int64)
+
+    def memory_options(self) -> dict[str, Any]:
+        """The METIS build asked for (its memory differs: :func:`~lightning_gnn_dist.data.
+        limits.partition_memory_bytes`)."""
+        return {"on_disk": self.on_disk}
 
     def settings(self) -> dict[str, Any]:
         """Method, seed, epsilon, ``balance_masks``, the vertex weight and ``on_disk`` (which
@@ -207,35 +208,12 @@ def _part_graph_kway(
     ``[num_nodes, ncon]``."""
     from pymetis._internal import options_indices
 
-    library = _pymetis_library()
-    idx = pymetis.zero_copy_dtype()
-    c_idx = {4: ctypes.c_int32, 8: ctypes.c_int64}[idx.itemsize]
-    num_nodes, ncon = constraints.shape
-    xadj = np.ascontiguousarray(indptr, dtype=idx)
-    adjncy = np.ascontiguousarray(indices, dtype=idx)
-    vwgt = np.ascontiguousarray(constraints, dtype=idx).reshape(-1)  # vertex-major
-    options = np.zeros(40, dtype=idx)  # METIS_NOPTIONS
-    part = np.zeros(num_nodes, dtype=idx)
-
-    def ptr(array: np.ndarray) -> Any:
-        return array.ctypes.data_as(ctypes.POINTER(c_idx))
-
-    library.METIS_SetDefaultOptions(ptr(options))
-    options[options_indices.SEED] = seed
-    options[options_indices.UFACTOR] = ufactor
-    options[options_indices.NUMBERING] = 0
-    nvtxs, nconstraints, nparts, edgecut = c_idx(num_nodes), c_idx(ncon), c_idx(num_parts), c_idx()
-    status = library.METIS_PartGraphKway(
-        ctypes.byref(nvtxs), ctypes.byref(nconstraints), ptr(xadj), ptr(adjncy), ptr(vwgt),
-        None, None, ctypes.byref(nparts), None, None, ptr(options), ctypes.byref(edgecut),
-        ptr(part),
+    option_index = {"seed": options_indices.SEED, "ufactor": options_indices.UFACTOR,
+                    "numbering": options_indices.NUMBERING}  # fmt: skip
+    return metis_library.kway(
+        _pymetis_library(), pymetis.zero_copy_dtype(), option_index, indptr, indices,
+        constraints, num_parts, {"seed": seed, "ufactor": ufactor},
     )  # fmt: skip
-    if status != 1:  # METIS_OK
-        raise RuntimeError(
-            f"METIS_PartGraphKway failed with status {status} (-2: bad input, -3: out of memory) "
-            f"for {num_nodes} vertices, {num_parts} parts and {ncon} constraints"
-        )
-    return part.astype(np.int64, copy=False)
 
 
 def _metis_arrays(

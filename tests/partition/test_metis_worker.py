@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lightning_gnn_dist.data import limits
 from lightning_gnn_dist.partition import get_partitioner, metis
 from lightning_gnn_dist.partition.backends import metis_library
 from lightning_gnn_dist.partition.backends._child import TEMP_PREFIX, WORKER
@@ -93,10 +94,10 @@ def test_on_disk_picks_the_build_and_is_a_setting(multigraph, monkeypatch):
 def test_on_disk_by_default_from_a_size(multigraph, monkeypatch):
     calls = _children(monkeypatch)
     entries = 2 * int(multigraph.edge_index.unique(dim=1).size(1))
-    monkeypatch.setattr(metis, "ON_DISK_MIN_ENTRIES", entries + 1)
+    monkeypatch.setattr(limits, "METIS_ON_DISK_MIN_ENTRIES", entries + 1)
     get_partitioner("metis").partition(multigraph, 2)
     assert calls == []
-    monkeypatch.setattr(metis, "ON_DISK_MIN_ENTRIES", entries // 4)
+    monkeypatch.setattr(limits, "METIS_ON_DISK_MIN_ENTRIES", entries // 4)
     get_partitioner("metis").partition(multigraph, 2)
     assert calls == ["METIS"]
 
@@ -145,7 +146,7 @@ def test_options_and_a_missing_library_are_refused(multigraph, monkeypatch):
         with pytest.raises(ImportError, match=hint):
             get_partitioner("metis", on_disk=True)
         assert get_partitioner("metis").partition(multigraph, 2).shape == (300,)
-        monkeypatch.setattr(metis, "ON_DISK_MIN_ENTRIES", 4)
+        monkeypatch.setattr(limits, "METIS_ON_DISK_MIN_ENTRIES", 4)
         with pytest.raises(ImportError, match=hint):
             get_partitioner("metis").partition(multigraph, 2)
     finally:

@@ -26,7 +26,7 @@ import numpy as np
 
 #: The distribution that ships the library (``pip install cmeel-metis``).
 DISTRIBUTION = "cmeel-metis"
-#: ``METIS_NOPTIONS`` of METIS 5.2.
+#: ``METIS_NOPTIONS`` of METIS 5.2 (and 5.1).
 NOPTIONS = 40
 #: Indices of METIS 5.2's ``moptions_et`` (``metis.h``; 5.1's differ from ``NIPARTS`` on).
 OPTION = {"ctype": 2, "dbglvl": 5, "niparts": 6, "niter": 7, "ncuts": 8, "seed": 9,
@@ -126,26 +126,46 @@ def part_graph_kway(
         RuntimeError: METIS returned an error status.
     """
     library, idx = load()
+    options = {"seed": seed, "ufactor": ufactor, "ondisk": int(bool(on_disk))}
+    return kway(library, idx, OPTION, xadj, adjncy, vwgt, num_parts, options)
+
+
+def kway(
+    library: ctypes.CDLL,
+    idx: np.dtype,
+    option_index: dict[str, int],
+    xadj: np.ndarray,
+    adjncy: np.ndarray,
+    vwgt: np.ndarray,
+    num_parts: int,
+    options: dict[str, int],
+) -> np.ndarray:
+    """``METIS_PartGraphKway`` of any METIS build reached through ``ctypes`` (this module's 5.2,
+    or the 5.1 pymetis bundles): ``library``, its ``idx_t`` and the positions of its options
+    (``option_index``, by name); ``options`` set by name over METIS' defaults, with 0-based
+    numbering. Arrays as :func:`part_graph_kway`; returns ``[N] int64`` part ids.
+
+    Raises:
+        RuntimeError: METIS returned an error status.
+    """
     c_idx = {4: ctypes.c_int32, 8: ctypes.c_int64}[idx.itemsize]
     num_nodes = len(xadj) - 1
     vwgt = np.asarray(vwgt).reshape(num_nodes, -1)
     ncon = vwgt.shape[1]
     arrays = [np.ascontiguousarray(a, dtype=idx) for a in (xadj, adjncy, vwgt.reshape(-1))]
-    options = np.zeros(NOPTIONS, dtype=idx)
+    values = np.zeros(NOPTIONS, dtype=idx)
     part = np.zeros(num_nodes, dtype=idx)
 
     def ptr(array: np.ndarray):
         return array.ctypes.data_as(ctypes.POINTER(c_idx))
 
-    library.METIS_SetDefaultOptions(ptr(options))
-    options[OPTION["seed"]] = seed
-    options[OPTION["ufactor"]] = ufactor
-    options[OPTION["numbering"]] = 0
-    options[OPTION["ondisk"]] = int(bool(on_disk))
+    library.METIS_SetDefaultOptions(ptr(values))
+    for name, value in {**options, "numbering": 0}.items():
+        values[option_index[name]] = value
     nvtxs, nconstraints, nparts, edgecut = c_idx(num_nodes), c_idx(ncon), c_idx(num_parts), c_idx()
     status = library.METIS_PartGraphKway(
         ctypes.byref(nvtxs), ctypes.byref(nconstraints), ptr(arrays[0]), ptr(arrays[1]),
-        ptr(arrays[2]), None, None, ctypes.byref(nparts), None, None, ptr(options),
+        ptr(arrays[2]), None, None, ctypes.byref(nparts), None, None, ptr(values),
         ctypes.byref(edgecut), ptr(part),
     )  # fmt: skip
     if status != 1:  # METIS_OK
