@@ -419,7 +419,8 @@ def render(report: dict) -> str:
         + "\nThe user's-path phases: `sample+fetch` (CPU inside the loader, its prefetch thread "
         "included), `forward` (`training_step`), `backward` (with the gradient all-reduce), "
         "`optimizer`, `lightning` (the rest of the main thread: hooks, the strategy's step, "
-        "logging). DistDGL's CPU includes its server's (`server`).\n\n"
+        "logging), `comm threads` (the process's other threads: gloo's transport; in runs "
+        "that record it). DistDGL's CPU includes its server's (`server`).\n\n"
         + markdown_table(rows, columns)
         + "".join(f"\n`{key}` skipped: {why}\n" for key, why in report.get("skipped", {}).items())
         + "\ntorch: "

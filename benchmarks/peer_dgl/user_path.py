@@ -12,8 +12,9 @@ The timing is a callback plus two wrappers, outside the user's code: per epoch t
 CPU seconds (every thread: the prefetch thread and gloo's included) and wall seconds, and, in
 CPU seconds, ``sample+fetch`` (inside ``NeighborLoader.make_batch``, any thread), ``forward``
 (``training_step``), ``backward`` (from ``on_before_backward`` to ``on_before_optimizer_step``:
-the gradient all-reduce included), ``optimizer`` (the Adam step) and ``lightning`` (the main
-thread's remaining CPU: hooks, batch transfer, the strategy's step context, logging).
+the gradient all-reduce included), ``optimizer`` (the Adam step), ``lightning`` (the main
+thread's remaining CPU: hooks, batch transfer, the strategy's step context, logging) and ``comm
+threads`` (every other thread: gloo's transport moving the loader's and the gradients' bytes).
 """
 
 from __future__ import annotations
@@ -179,6 +180,8 @@ class EpochTimer(_callback_base()):
         }
         accounted = self.forward + self._backward + self._optimizer + sample["main"]
         phases["lightning"] = max(0.0, main - accounted)
+        # Threads that are neither the main thread nor the prefetch thread: gloo's transport.
+        phases["comm threads"] = max(0.0, cpu - main - (sample["any"] - sample["main"]))
         self.records.append(
             {
                 "cpu": cpu,

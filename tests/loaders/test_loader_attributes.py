@@ -25,9 +25,10 @@ NODE_ROW_BYTES = 5 * 4 + 2 * 4 + 4  # y [5] float32, pos [2] float32, node_time 
 EDGE_ROW_BYTES = 8 + 3 * 4 + 8 + 8  # e_id, edge_attr [3] float32, edge_time int64, edge_weight f64
 
 
-def attributed_graph():
+def attributed_graph(flag: bool = False):
     """A multigraph (parallel edges, repeated self loops, isolated vertices) whose every edge
-    and vertex has values of its own."""
+    and vertex has values of its own; ``flag`` adds a 1-byte ``bool`` node attribute, so a
+    fetched row's packed bytes are not a multiple of the feature's 4."""
     graph = random_graph(120, 700, seed=3, features=4, parallel_edges=True)
     gen = torch.Generator().manual_seed(9)
     num_nodes, num_edges = graph.num_nodes, graph.num_edges
@@ -39,6 +40,8 @@ def attributed_graph():
     y = (torch.rand(num_nodes, 5, generator=gen) > 0.5).float()
     y[::7, 1] = math.nan
     graph.y = y
+    if flag:
+        graph.flag = torch.arange(num_nodes) % 3 == 0
     return graph
 
 
@@ -53,7 +56,7 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 def check_batch(batch, graph) -> list[str]:
     """What differs between a batch and the graph (``[]``: nothing)."""
     problems = []
-    for key in ("x", "y", "pos", "node_time"):
+    for key in ("x", "y", "pos", "node_time") + (("flag",) if "flag" in graph else ()):
         if not _same(batch[key], graph[key][batch.n_id]):
             problems.append(key)
     ends = batch.n_id[batch.edge_index]
@@ -65,8 +68,8 @@ def check_batch(batch, graph) -> list[str]:
     return problems
 
 
-def _neighbour_batches(rank, world_size, num_neighbors, cache_size, codec):
-    graph = attributed_graph()
+def _neighbour_batches(rank, world_size, num_neighbors, cache_size, codec, flag):
+    graph = attributed_graph(flag)
     assignment = np.arange(graph.num_nodes) % world_size
     part = list(build_local_partitions(graph, assignment, world_size))[rank]
     store = PartitionedGraphStore(part, cache_size=cache_size, codec=codec)
@@ -111,24 +114,26 @@ def _neighbour_batches(rank, world_size, num_neighbors, cache_size, codec):
 
 
 @pytest.mark.parametrize(
-    ("world_size", "num_neighbors", "cache_size", "codec"),
+    ("world_size", "num_neighbors", "cache_size", "codec", "flag"),
     [
-        (1, [3, 2], 0, "fp32"),
-        (2, [-1, -1], 0, "fp32"),
-        (3, [3, 2], 15, "fp32"),
-        (3, [4, 3], 0, "int8"),
+        (1, [3, 2], 0, "fp32", False),
+        (2, [-1, -1], 0, "fp32", False),
+        (3, [3, 2], 15, "fp32", True),
+        (3, [4, 3], 0, "int8", False),
     ],
 )
-def test_neighbour_batches_carry_every_attribute(world_size, num_neighbors, cache_size, codec):
+def test_neighbour_batches_carry_every_attribute(
+    world_size, num_neighbors, cache_size, codec, flag
+):
     for report in run_ranks(
-        _neighbour_batches, world_size, num_neighbors, cache_size, codec, timeout=120
+        _neighbour_batches, world_size, num_neighbors, cache_size, codec, flag, timeout=120
     ):
         assert report["problems"] == []
         assert report["same_edges"]  # the single-process sampler draws the same edges
         assert report["requested"] == report["expected_rows"]
         # each fetched row's attributes, each remotely sampled edge's id and values, once
         # with fan-out -1 also the 1-D edge_weight's three float64 weighted-GCN terms per row
-        row_bytes = NODE_ROW_BYTES + (3 * 8 if num_neighbors[0] == -1 else 0)
+        row_bytes = NODE_ROW_BYTES + (3 * 8 if num_neighbors[0] == -1 else 0) + flag
         assert report["attrs_bytes"] == report["requested"] * row_bytes
         # the multi-label y travels as an attribute: ids (and with fan-out -1 the degrees) only
         assert report["ids_width"] == (3 if num_neighbors[0] == -1 else 1)
