@@ -164,6 +164,14 @@ class PartitionedGraphStore:
         """Part owning each routing id: ``[n] int64``."""
         return torch.searchsorted(self.partition.part_offsets, ids, right=True) - 1
 
+    def _by_owner(self, positions: Tensor, owner: Tensor) -> Tensor:
+        """``positions`` (of remote entries, ascending) stably grouped by their ``owner``, as
+        requests go out: already so with two parts (every remote entry has the one peer)."""
+        if self.world_size <= 2:
+            return positions
+        by_owner = torch.argsort(owner.index_select(0, positions), stable=True)
+        return positions.index_select(0, by_owner)
+
     def _halo_dataset_ids(self) -> Tensor:
         """Dataset ids of the halo vertices: the partition's ``halo_global_ids``, or (a part
         written without them) from their owners in one p2p halo exchange."""
@@ -216,8 +224,8 @@ class PartitionedGraphStore:
         self,
         layer,
         direction,
-        sent: Tensor,
-        received: Tensor,
+        sent: Tensor | list[int],
+        received: Tensor | list[int],
         width,
         element_size,
         row_bytes=None,
@@ -228,8 +236,8 @@ class PartitionedGraphStore:
         self.counter.record_rows(
             layer,
             direction,
-            sent.tolist(),
-            received.tolist(),
+            sent.tolist() if isinstance(sent, Tensor) else sent,
+            received.tolist() if isinstance(received, Tensor) else received,
             width=width,
             element_size=element_size,
             own=self.rank,
@@ -260,13 +268,9 @@ class PartitionedGraphStore:
             return self._sample_owned(frontier, fanout, stream, replace)
         owner = self.owner(frontier)
         is_local = owner == self.rank
-        local, remote = is_local.nonzero().view(-1), (~is_local).nonzero().view(-1)
+        local = is_local.nonzero().view(-1)
+        remote = self._by_owner((~is_local).nonzero().view(-1), owner)
         remote_owner = owner.index_select(0, remote)
-        by_owner = torch.argsort(remote_owner, stable=True)
-        remote, remote_owner = (
-            remote.index_select(0, by_owner),
-            remote_owner.index_select(0, by_owner),
-        )
         counts = torch.bincount(remote_owner, minlength=self.world_size)
         # Request: per peer [stream, target ids...]; the owner samples with the requester's stream.
         has = (counts > 0).long()
@@ -358,14 +362,11 @@ class PartitionedGraphStore:
             edge_rows.append(block[end:].view(num_edges, layout.row_bytes))
             received_words.append(targets + num_edges)
             received_edges.append(num_edges)
-        record = self.counter.record_rows
-        own, sent_words = self.rank, word_counts.tolist()
-        record("sampling", "response", sent_words, received_words, width=1, element_size=8, own=own)
+        self._record("sampling", "response", word_counts, received_words, 1, 8)
         if layout.row_bytes:
-            record(
-                "sampling.edges", "response", edge_counts.tolist(), received_edges,
-                width=layout.row_bytes, element_size=1, own=own,
-            )  # fmt: skip
+            self._record(
+                "sampling.edges", "response", edge_counts, received_edges, layout.row_bytes, 1
+            )
         edge_data = layout.unpack(torch.cat(edge_rows)) if layout.names else {}
         return torch.cat(counts), torch.cat(src), edge_data
 
@@ -405,9 +406,7 @@ class PartitionedGraphStore:
             self.cache_hit_rows += hits.numel()
         else:
             hits = cache_rows = None
-        want = remote.nonzero().view(-1)
-        if self.world_size > 2:  # the request goes out grouped by owner
-            want = want.index_select(0, torch.argsort(owner.index_select(0, want), stable=True))
+        want = self._by_owner(remote.nonzero().view(-1), owner)
         rows = self._fetch_remote(n_id.index_select(0, want), degrees)
         own = n_id.index_select(0, mine) - self.start
 

@@ -378,7 +378,6 @@ class HeteroNeighborLoader(NeighborLoader):
         prefetch: bool = False,
         device=None,
     ) -> None:
-
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1 (got {batch_size})")
         num_neighbors = check_typed_fanouts("num_neighbors", num_neighbors, store.schema.edge_types)
