@@ -21,6 +21,14 @@ ENV_JOB_REPORT_DIR = "LIGHTNING_GNN_DIST_JOB_REPORT_DIR"
 into this folder and print nothing; the launcher prints the job's line."""
 TERMINATED = "terminated by SIGTERM"
 _PEER_FAILURE_TEXT = ("gloo", "nccl", "connection closed by peer", "connection reset by peer")
+# gloo closes a pair whose wait timed out; later sends or receives on it raise "Application
+# timeout caused pair closure", which names neither gloo nor "timed out".
+_TIMEOUT_TEXT = ("timed out", "application timeout")
+
+
+def _tells_timeout(text: str) -> bool:
+    text = text.lower()
+    return any(part in text for part in _TIMEOUT_TEXT)
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ class FailureReport:
     @property
     def timed_out(self) -> bool:
         """The rank's wait (a collective, a store) ran out of time."""
-        return "timed out" in self.summary.lower()
+        return _tells_timeout(self.summary)
 
     @classmethod
     def from_exception(
@@ -101,5 +109,5 @@ def is_peer_failure(error: BaseException) -> bool:
         return True
     text = str(error).lower()
     return isinstance(error, RuntimeError) and (
-        any(part in text for part in _PEER_FAILURE_TEXT) or "timed out" in text
+        any(part in text for part in _PEER_FAILURE_TEXT) or _tells_timeout(text)
     )

@@ -113,6 +113,7 @@ def test_timeouts_must_be_positive(name):
     [
         (RuntimeError("[gloo/transport/tcp/pair.cc:553] Connection closed by peer"), True),
         (RuntimeError("Timed out waiting 4000ms for recv operation to complete"), True),
+        (RuntimeError("Application timeout caused pair closure"), True),
         (RuntimeError("deliberate failure on rank 1"), False),
         (ValueError("bad value: gloo"), False),
     ],
@@ -123,6 +124,7 @@ def test_communication_errors_are_symptoms_not_causes(error, symptom):
     assert is_peer_failure(error) is symptom
     report = FailureReport.from_exception(3, error)
     assert report.line == f"rank 3 failed: {type(error).__name__}: {error}"
+    assert report.timed_out is ("time" in str(error).lower())
 
 
 # -- issue 18, items 10-13: SIGTERM, a frozen rank 0, a child that aborts after success -------
