@@ -136,6 +136,17 @@ class InEdges:
     def num_targets(self) -> int:
         return int(self.dst_key.numel())
 
+    @staticmethod
+    def draw_counts(degree: Tensor, fanout: int, replace: bool = False) -> Tensor:
+        """How many in-edges a draw takes from each target of in-edge count ``degree [T]``:
+        all with fan-out ``-1``, ``fanout`` (of a target with any) with replacement, else
+        ``min(degree, fanout)``."""
+        if fanout < 0:
+            return degree
+        if replace:
+            return torch.where(degree > 0, fanout, 0)
+        return degree.clamp(max=fanout)
+
     def sample(
         self, targets: Tensor, fanout: int, stream: Tensor | int, replace: bool = False
     ) -> tuple[Tensor, Tensor]:
@@ -201,7 +212,7 @@ class InEdges:
             return counts, values[chosen]
         # One [T, fanout] matrix of chosen in-edges, row t valid up to min(degree, fanout):
         # read row by row it is the output (targets in order, each in selection order).
-        counts = degree.clamp(max=fanout)
+        counts = self.draw_counts(degree, fanout)
         chosen = first.unsqueeze(1) + torch.arange(fanout)  # degree <= fanout: every in-edge
         # High degree: the first `fanout` distinct of 2·fanout uniform draws (a uniform subset),
         # so the work per target is O(fanout) whatever its degree; the rare target with too few
@@ -235,7 +246,7 @@ class InEdges:
 
     def _with_replacement(self, first, degree, stream, dst_key, fanout):
         """``(counts, in-edge positions)`` of ``fanout`` uniform draws per target."""
-        counts = torch.where(degree > 0, fanout, 0)
+        counts = self.draw_counts(degree, fanout, replace=True)
         target, offset, _ = _uniform_offsets(stream, dst_key, degree, counts)
         return counts, first[target] + offset
 

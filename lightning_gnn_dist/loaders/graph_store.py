@@ -45,6 +45,7 @@ from lightning_gnn_dist.loaders.local_store import (
     weight_terms,
 )
 from lightning_gnn_dist.loaders.packing import RowLayout, columns_as
+from lightning_gnn_dist.loaders.routing import position_in, segments_in_order
 
 __all__ = ["FetchedRows", "LocalGraphStore", "PartitionedGraphStore"]
 
@@ -74,7 +75,8 @@ class PartitionedGraphStore:
     (:func:`~lightning_gnn_dist.comm.messages.all_to_all`) whose splits were exchanged before
     use, so they agree pairwise: a sampled hop (every hop but the seeds', which every rank marks
     ``owned``) is a size all-to-all of ``P`` int64, the requests, a byte-size all-to-all and the
-    responses; a fetch is a size all-to-all, the ids, then the rows with their attributes and
+    responses (the hop after the seeds' skips the byte sizes: both sides compute them from the
+    halo's in-edge counts, exchanged at construction); a fetch is a size all-to-all, the ids, then the rows with their attributes and
     ids in one packed all-to-all (a lossy codec: the encoded rows, then the packed rest), the
     responses sized by the request counts both sides hold. Zero splits stay zero splits on both
     sides (across hosts, where the all-to-all runs as messages, both sides skip them). Every
@@ -110,6 +112,9 @@ class PartitionedGraphStore:
         self.in_edges = InEdges.build(  # in-edges keep their local edge positions
             src, dst_local + self.start, src_key, partition.global_ids, start=self.start
         )
+        # Every halo vertex's in-edge count as its owner's sampler sees it: the hop after the
+        # seeds' sizes its answers from them (sample_hop(from_halo=True)).
+        self._halo_in_edges = self._halo_values(torch.diff(self.in_edges.colptr))
         # Class ids travel with the ids as 8-byte integers; a multi-label or real-valued y and
         # every other node attribute travel packed beside the feature row ("features.attrs").
         y = partition.y
@@ -174,12 +179,18 @@ class PartitionedGraphStore:
 
     def _halo_dataset_ids(self) -> Tensor:
         """Dataset ids of the halo vertices: the partition's ``halo_global_ids``, or (a part
-        written without them) from their owners in one p2p halo exchange."""
+        written without them) from their owners."""
         if self.partition.halo_global_ids is not None:
             return self.partition.halo_global_ids
+        return self._halo_values(self.partition.global_ids)
+
+    def _halo_values(self, owned: Tensor) -> Tensor:
+        """``[num_halo]``: each halo vertex's entry of its owner's ``owned [num_owned]`` int64
+        values, in one p2p halo exchange (collective; not counted)."""
+        if self.world_size == 1:
+            return owned[:0]
         exchange = make_exchange("p2p", self.partition, CommCounter(), self.group)
-        ids = self.partition.global_ids.view(-1, 1)
-        return exchange(ids, "setup").view(-1)
+        return exchange(owned.view(-1, 1), "setup").view(-1)
 
     def _all_to_all(
         self,
@@ -253,12 +264,16 @@ class PartitionedGraphStore:
         stream: int,
         replace: bool = False,
         owned: bool = False,
+        from_halo: bool = False,
     ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
         """Sampled in-neighbours of ``frontier`` (routing ids, any owner): ``(counts [F] int64,
         src [Σ counts] int64, edge_data)``, with each sampled edge's ``e_id`` and edge
         attributes by name in ``edge_data`` (``[Σ counts, ...]``). Collective unless ``owned``:
         every rank's frontier is its own vertices (the seeds' hop), so no rank has requests to
-        send and the hop runs without messages. Every rank passes the same ``owned``."""
+        send and the hop runs without messages. ``from_halo``: every remote vertex of the
+        frontier is a halo vertex of this part (the hop after the seeds'), so each rank sizes
+        the answers it gets from the halo's in-edge counts, without the byte-size all-to-all.
+        Every rank passes the same ``owned`` and ``from_halo``."""
         if owned and bool(((frontier < self.start) | (frontier >= self.end)).any()):
             raise ValueError(
                 f"rank {self.rank}: sample_hop(owned=True) got vertices outside its routing "
@@ -285,13 +300,17 @@ class PartitionedGraphStore:
         answer_counts, answer_src, answer_edge = self._sample_owned(
             targets, fanout, received[first[target_peer]], replace
         )
+        expected = None
+        if from_halo:  # the edges each peer's answer holds, from the halo's in-edge counts
+            draws = self._halo_draws(frontier.index_select(0, remote), fanout, replace)
+            expected = torch.zeros_like(counts).index_add_(0, remote_owner, draws)
         remote_counts, remote_src, remote_edge = self._respond(
-            target_peer, answer_counts, answer_src, answer_edge, counts
+            target_peer, answer_counts, answer_src, answer_edge, counts, expected
         )
         local_counts, local_src, local_edge = self._sample_owned(
             frontier.index_select(0, local), fanout, stream, replace
         )
-        index, new_counts = _segments_in_order(
+        index, new_counts = segments_in_order(
             torch.cat([local_counts, remote_counts]), torch.cat([local, remote])
         )
         edge_data = {
@@ -299,6 +318,17 @@ class PartitionedGraphStore:
             for key in local_edge
         }
         return new_counts, torch.cat([local_src, remote_src]).index_select(0, index), edge_data
+
+    def _halo_draws(self, targets: Tensor, fanout: int, replace: bool) -> Tensor:
+        """``[T]``: how many in-edges the owners draw for halo vertices ``targets``."""
+        position = position_in(self.partition.halo_ids, targets)
+        if bool((position < 0).any()):
+            raise ValueError(
+                f"rank {self.rank}: sample_hop(from_halo=True) got remote vertices that are not "
+                "halo vertices of this part; pass from_halo only for the hop after the seeds'"
+            )
+        degree = self._halo_in_edges.index_select(0, position)
+        return InEdges.draw_counts(degree, fanout, replace)
 
     def _sample_owned(
         self, targets: Tensor, fanout: int, stream, replace: bool
@@ -316,6 +346,7 @@ class PartitionedGraphStore:
         answer_src: Tensor,
         answer_edge: dict[str, Tensor],
         asked: Tensor,
+        expected: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
         """Send each requester its targets' sampled counts, sources and edges' values; return
         this rank's answers ``(counts, src, edge_data)``, peer by peer in the order it asked.
@@ -323,7 +354,9 @@ class PartitionedGraphStore:
         One message per peer: ``[counts..., sources...]`` as 8-byte integers (counted as
         ``sampling``, one row each, as before edges had values), then one packed row per edge
         of its ``e_id`` and edge attributes (counted as ``sampling.edges``, bytes per edge).
-        ``asked [P]``: the targets this rank asked each peer (the counts that lead its answer).
+        ``asked [P]``: the targets this rank asked each peer (the counts that lead its answer);
+        ``expected [P]``: the edges each peer's answer holds, if known (then the answers' byte
+        sizes are not exchanged).
         """
         world, layout = self.world_size, self._edge_layout
         # Targets came grouped by peer and each target's edges follow it, so every peer's
@@ -342,10 +375,13 @@ class PartitionedGraphStore:
             target_start, edge_start = target_start + targets, edge_start + edges
         send = torch.cat(pieces)
         send_bytes = word_counts * 8 + edge_counts * layout.row_bytes
-        recv_bytes = torch.empty_like(send_bytes)
-        all_to_all(recv_bytes, send_bytes, group=self.group)
-        ones = torch.ones_like(send_bytes)
-        self._record("control", "response", ones, ones, 1, 8)
+        if expected is None:
+            recv_bytes = torch.empty_like(send_bytes)
+            all_to_all(recv_bytes, send_bytes, group=self.group)
+            ones = torch.ones_like(send_bytes)
+            self._record("control", "response", ones, ones, 1, 8)
+        else:
+            recv_bytes = (asked + expected) * 8 + expected * layout.row_bytes
         received = send.new_empty(int(recv_bytes.sum()))
         all_to_all(received, send, recv_bytes.tolist(), send_bytes.tolist(), group=self.group)
 
@@ -356,6 +392,11 @@ class PartitionedGraphStore:
             offset += size
             block_counts = columns_as(block[: 8 * targets].view(-1, 8), 0, 8, torch.int64)
             num_edges = int(block_counts.sum())
+            if 8 * (targets + num_edges) + num_edges * layout.row_bytes != size:
+                raise RuntimeError(
+                    f"rank {self.rank}: a peer answered {num_edges} sampled edges in "
+                    f"{size} bytes; the halo's in-edge counts disagree with their owners' parts"
+                )
             end = 8 * (targets + num_edges)
             counts.append(block_counts.view(-1))
             src.append(columns_as(block[8 * targets : end].view(-1, 8), 0, 8, torch.int64).view(-1))
@@ -398,7 +439,7 @@ class PartitionedGraphStore:
         remote = owner != self.rank
         mine = (~remote).nonzero().view(-1)
         if self._cache_routing.numel():
-            cached = _position_in(self._cache_routing, n_id)
+            cached = position_in(self._cache_routing, n_id)
             in_cache = (cached >= 0) & remote
             remote &= ~in_cache
             hits = in_cache.nonzero().view(-1)
@@ -546,7 +587,7 @@ class PartitionedGraphStore:
     def to_routing(self, ids: Tensor) -> Tensor:
         """Dataset ids of owned vertices → routing ids."""
         values, perm = torch.sort(self.partition.global_ids)
-        position = _position_in(values, ids, perm)
+        position = position_in(values, ids, perm)
         if bool((position < 0).any()):
             raise ValueError("only vertices owned by this rank can be seeds")
         return position + self.start
@@ -567,27 +608,3 @@ def _check_host_group(group, device: torch.device) -> None:
             "NCCL (CUDA tensors only); pass a gloo group, e.g. group="
             "lightning_gnn_dist.comm.messages.host_group()"
         )
-
-
-def _position_in(sorted_values: Tensor, queries: Tensor, perm: Tensor | None = None) -> Tensor:
-    """Index of each query in ``sorted_values`` (mapped through ``perm`` when given), ``-1`` if absent."""
-    if sorted_values.numel() == 0:
-        return torch.full_like(queries, -1)
-    pos = torch.searchsorted(sorted_values, queries).clamp(max=sorted_values.numel() - 1)
-    found = sorted_values[pos] == queries
-    if perm is not None:
-        pos = perm[pos]
-    return torch.where(found, pos, -1)
-
-
-def _segments_in_order(counts: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
-    """Reorder variable-length segments: segment ``k`` (``counts[k]`` values) belongs at
-    ``positions[k]``; returns ``(index, counts)``: ``values[index]`` are the values in position
-    order, ``counts`` the segments' lengths in that order."""
-    inverse = torch.argsort(positions)
-    starts = (torch.cumsum(counts, 0) - counts)[inverse]
-    new_counts = counts[inverse]
-    new_starts = torch.cumsum(new_counts, 0) - new_counts
-    total = int(new_counts.sum())
-    index = torch.repeat_interleave(starts - new_starts, new_counts) + torch.arange(total)
-    return index, new_counts

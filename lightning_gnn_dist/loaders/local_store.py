@@ -73,7 +73,13 @@ class LocalGraphStore:
         self._weight_terms: dict[str, Tensor] | None = None  # built on the first exact fetch
 
     def sample_hop(
-        self, frontier: Tensor, fanout: int, stream: int, replace: bool = False, owned: bool = False
+        self,
+        frontier: Tensor,
+        fanout: int,
+        stream: int,
+        replace: bool = False,
+        owned: bool = False,
+        from_halo: bool = False,
     ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
         counts, src, edge = self.in_edges.sample_edges(frontier, fanout, stream, replace)
         edge_data = {"e_id": edge}

@@ -109,8 +109,12 @@ class NeighborLoader(SteppedLoader):
 
         def sample_hop(frontier: Tensor, fanout: int, stream: int) -> tuple[Tensor, Tensor]:
             # The first hop's frontier is the seeds, which every rank owns: it needs no messages.
-            first = next(hops) == 0
-            return self.store.sample_hop(frontier, fanout, stream, replace, owned=first)
+            # The second's remote vertices are the seeds' in-neighbours, halo vertices whose
+            # draws every rank sizes itself.
+            hop = next(hops)
+            return self.store.sample_hop(
+                frontier, fanout, stream, replace, owned=hop == 0, from_halo=hop == 1
+            )
 
         graph = self.neighbor_sampler.sample(
             seeds, stream, sample_hop, num_ids=getattr(self.store, "num_routing_ids", None)

@@ -68,14 +68,15 @@ def check_batch(batch, graph) -> list[str]:
     return problems
 
 
-def _neighbour_batches(rank, world_size, num_neighbors, cache_size, codec, flag):
+def _neighbour_batches(rank, world_size, num_neighbors, cache_size, codec, flag, replace):
     graph = attributed_graph(flag)
     assignment = np.arange(graph.num_nodes) % world_size
     part = list(build_local_partitions(graph, assignment, world_size))[rank]
     store = PartitionedGraphStore(part, cache_size=cache_size, codec=codec)
     loader = NeighborLoader(
-        store, num_neighbors, part.train_mask, batch_size=12, shuffle=True, seed=3, num_steps=3
-    )
+        store, num_neighbors, part.train_mask, batch_size=12, shuffle=True, seed=3, num_steps=3,
+        replace=replace,
+    )  # fmt: skip
     whole = LocalGraphStore(graph)
     report = {"problems": [], "remote_rows": 0, "remote_edges": 0, "same_edges": True}
     store.counter.reset()
@@ -92,7 +93,9 @@ def _neighbour_batches(rank, world_size, num_neighbors, cache_size, codec, flag)
         if codec != "fp32":
             report["problems"] = [p for p in report["problems"] if p != "x"]
         reference = loader.neighbor_sampler.sample(
-            batch.n_id[: batch.batch_size], stream_key(3, 0, step, rank), whole.sample_hop
+            batch.n_id[: batch.batch_size],
+            stream_key(3, 0, step, rank),
+            lambda frontier, fanout, stream: whole.sample_hop(frontier, fanout, stream, replace),
         )
         same = sorted(reference.edge_data["e_id"].tolist()) == sorted(batch.e_id.tolist())
         report["same_edges"] &= same
@@ -110,24 +113,26 @@ def _neighbour_batches(rank, world_size, num_neighbors, cache_size, codec, flag)
     edges = traffic.get(("sampling.edges", "response"), {})
     report["edge_bytes"] = edges.get("bytes_received", 0)
     report["edge_rows"] = edges.get("rows_received", 0)
+    # The answers' byte sizes travel for every sampled hop but the one after the seeds'.
+    report["answer_sizes"] = traffic.get(("control", "response"), {}).get("calls", 0)
     return report
 
 
 @pytest.mark.parametrize(
-    ("world_size", "num_neighbors", "cache_size", "codec", "flag"),
+    ("world_size", "num_neighbors", "cache_size", "codec", "flag", "replace"),
     [
-        (1, [3, 2], 0, "fp32", False),
-        (2, [-1, -1], 0, "fp32", False),
-        (3, [3, 2], 15, "fp32", True),
-        (3, [4, 3], 0, "int8", False),
+        (1, [3, 2], 0, "fp32", False, False),
+        (2, [-1, -1], 0, "fp32", False, False),
+        (3, [3, 2], 15, "fp32", True, False),
+        (3, [4, 3], 0, "int8", False, False),
+        (2, [3, 2, 2], 0, "fp32", False, True),
     ],
 )
 def test_neighbour_batches_carry_every_attribute(
-    world_size, num_neighbors, cache_size, codec, flag
+    world_size, num_neighbors, cache_size, codec, flag, replace
 ):
-    for report in run_ranks(
-        _neighbour_batches, world_size, num_neighbors, cache_size, codec, flag, timeout=120
-    ):
+    args = (world_size, num_neighbors, cache_size, codec, flag, replace)
+    for report in run_ranks(_neighbour_batches, *args, timeout=120):
         assert report["problems"] == []
         assert report["same_edges"]  # the single-process sampler draws the same edges
         assert report["requested"] == report["expected_rows"]
@@ -138,6 +143,8 @@ def test_neighbour_batches_carry_every_attribute(
         # the multi-label y travels as an attribute: ids (and with fan-out -1 the degrees) only
         assert report["ids_width"] == (3 if num_neighbors[0] == -1 else 1)
         assert report["edge_rows"] == report["remote_edges"]
+        steps = 3 if world_size > 1 else 0
+        assert report["answer_sizes"] == steps * (len(num_neighbors) - 2)
         assert report["edge_bytes"] == report["remote_edges"] * EDGE_ROW_BYTES
         assert (report["remote_edges"] > 0) == (world_size > 1)
 
