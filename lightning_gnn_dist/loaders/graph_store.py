@@ -76,7 +76,8 @@ class PartitionedGraphStore:
     use, so they agree pairwise: a sampled hop (every hop but the seeds', which every rank marks
     ``owned``) is a size all-to-all of ``P`` int64, the requests, a byte-size all-to-all and the
     responses (the hop after the seeds' skips the byte sizes: both sides compute them from the
-    halo's in-edge counts, exchanged at construction); a fetch is a size all-to-all, the ids, then the rows with their attributes and
+    halo's in-edge counts, asked of their owners at construction: a size all-to-all, the halo
+    ids, their counts); a fetch is a size all-to-all, the ids, then the rows with their attributes and
     ids in one packed all-to-all (a lossy codec: the encoded rows, then the packed rest), the
     responses sized by the request counts both sides hold. Zero splits stay zero splits on both
     sides (across hosts, where the all-to-all runs as messages, both sides skip them). Every
@@ -114,7 +115,7 @@ class PartitionedGraphStore:
         )
         # Every halo vertex's in-edge count as its owner's sampler sees it: the hop after the
         # seeds' sizes its answers from them (sample_hop(from_halo=True)).
-        self._halo_in_edges = self._halo_values(torch.diff(self.in_edges.colptr))
+        self._halo_in_edges = self._halo_in_edge_counts()
         # Class ids travel with the ids as 8-byte integers; a multi-label or real-valued y and
         # every other node attribute travel packed beside the feature row ("features.attrs").
         y = partition.y
@@ -179,18 +180,28 @@ class PartitionedGraphStore:
 
     def _halo_dataset_ids(self) -> Tensor:
         """Dataset ids of the halo vertices: the partition's ``halo_global_ids``, or (a part
-        written without them) from their owners."""
+        written without them) from their owners in one p2p halo exchange."""
         if self.partition.halo_global_ids is not None:
             return self.partition.halo_global_ids
-        return self._halo_values(self.partition.global_ids)
-
-    def _halo_values(self, owned: Tensor) -> Tensor:
-        """``[num_halo]``: each halo vertex's entry of its owner's ``owned [num_owned]`` int64
-        values, in one p2p halo exchange (collective; not counted)."""
-        if self.world_size == 1:
-            return owned[:0]
         exchange = make_exchange("p2p", self.partition, CommCounter(), self.group)
-        return exchange(owned.view(-1, 1), "setup").view(-1)
+        ids = self.partition.global_ids.view(-1, 1)
+        return exchange(ids, "setup").view(-1)
+
+    def _halo_in_edge_counts(self) -> Tensor:
+        """``[num_halo]``: each halo vertex's in-edge count as its owner's sampler sees it, asked
+        of the owners in three all-to-alls (sizes, ids, counts; collective, not counted)."""
+        halo = self.partition.halo_ids
+        if self.world_size == 1:
+            return halo[:0]
+        asking = torch.bincount(self.owner(halo), minlength=self.world_size)
+        asked = torch.empty_like(asking)
+        all_to_all(asked, asking, group=self.group)
+        ids = halo.new_empty(int(asked.sum()))
+        all_to_all(ids, halo, asked.tolist(), asking.tolist(), group=self.group)
+        degree = torch.diff(self.in_edges.colptr).index_select(0, ids - self.start)
+        counts = degree.new_empty(halo.numel())
+        all_to_all(counts, degree, asking.tolist(), asked.tolist(), group=self.group)
+        return counts
 
     def _all_to_all(
         self,
