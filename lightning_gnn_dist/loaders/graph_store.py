@@ -298,6 +298,10 @@ class PartitionedGraphStore:
         remote = self._by_owner((~is_local).nonzero().view(-1), owner)
         remote_owner = owner.index_select(0, remote)
         counts = torch.bincount(remote_owner, minlength=self.world_size)
+        expected = None
+        if from_halo:  # the edges each peer's answer holds, from the halo's in-edge counts
+            draws = self._halo_draws(frontier.index_select(0, remote), fanout, replace)
+            expected = torch.zeros_like(counts).index_add_(0, remote_owner, draws)
         # Request: per peer [stream, target ids...]; the owner samples with the requester's stream.
         has = (counts > 0).long()
         request = torch.full((int(counts.sum() + has.sum()),), stream, dtype=torch.long)
@@ -311,10 +315,6 @@ class PartitionedGraphStore:
         answer_counts, answer_src, answer_edge = self._sample_owned(
             targets, fanout, received[first[target_peer]], replace
         )
-        expected = None
-        if from_halo:  # the edges each peer's answer holds, from the halo's in-edge counts
-            draws = self._halo_draws(frontier.index_select(0, remote), fanout, replace)
-            expected = torch.zeros_like(counts).index_add_(0, remote_owner, draws)
         remote_counts, remote_src, remote_edge = self._respond(
             target_peer, answer_counts, answer_src, answer_edge, counts, expected
         )

@@ -6,6 +6,8 @@ finite fan-out each rank's batch (same seeds, same stream) is the single-process
 and gradients are identical; the bytes counted equal the rows each step had to move.
 """
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -268,3 +270,27 @@ def test_feature_fetch_takes_every_width_and_row_count():
     them as int64 failed for odd ``d`` when a response carried one row. Widths 1–9, each codec,
     responses of 0, 1 and 5 rows each way: rows, ids, labels, degrees and bytes are exact."""
     assert run_ranks(_fetch_every_width, 2, timeout=120) == [[], []]
+
+
+def _misused_hop(rank, world_size, flag):
+    # Two parts with no edge between them: neither has a halo vertex.
+    graph = random_graph(8, 0, seed=1, features=FEATURES)
+    graph.edge_index = torch.tensor([[0, 1, 4, 5], [1, 2, 5, 6]])
+    part = list(build_local_partitions(graph, np.arange(8) // 4, world_size))[rank]
+    store = PartitionedGraphStore(part)
+    peer_vertex = torch.tensor([(1 - rank) * 4])  # a routing id the other rank owns
+    with pytest.raises(ValueError) as error:  # raised before any message: no rank waits
+        store.sample_hop(peer_vertex, 2, 0, **{flag: True})
+    return str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("owned", r"sample_hop\(owned=True\) got vertices outside its routing range"),
+        ("from_halo", r"sample_hop\(from_halo=True\) got remote vertices that are not halo"),
+    ],
+)
+def test_a_hop_flag_that_does_not_hold_is_refused(flag, message):
+    for text in run_ranks(_misused_hop, 2, flag):
+        assert re.search(message, text), text
