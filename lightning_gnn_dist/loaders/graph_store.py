@@ -77,9 +77,9 @@ class PartitionedGraphStore:
     ``owned``) is a size all-to-all of ``P`` int64, the requests, a byte-size all-to-all and the
     responses (the hop after the seeds' skips the byte sizes: both sides compute them from the
     halo's in-edge counts, asked of their owners at construction: a size all-to-all, the halo
-    ids, their counts); a fetch is a size all-to-all, the ids, then the rows with their attributes and
-    ids in one packed all-to-all (a lossy codec: the encoded rows, then the packed rest), the
-    responses sized by the request counts both sides hold. Zero splits stay zero splits on both
+    ids, their counts); a fetch is a size all-to-all, the ids, then the rows with their
+    attributes and ids in one packed all-to-all (a lossy codec: the encoded rows, then the
+    packed rest), the responses sized by the request counts both sides hold. Zero splits stay zero splits on both
     sides (across hosts, where the all-to-all runs as messages, both sides skip them). Every
     rank makes the same calls in the same order: the loader runs the same steps, fan-outs and
     ``degrees`` flag on every rank; the hot-row cache is one collective fetch at construction.
