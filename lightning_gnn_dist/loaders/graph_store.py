@@ -76,12 +76,12 @@ class PartitionedGraphStore:
     use, so they agree pairwise: a sampled hop (every hop but the seeds', which every rank marks
     ``owned``) is a size all-to-all of ``P`` int64, the requests, a byte-size all-to-all and the
     responses (the hop after the seeds' skips the byte sizes: both sides compute them from the
-    halo's in-edge counts, asked of their owners at construction: a size all-to-all, the halo
-    ids, their counts); a fetch is a size all-to-all, the ids, then the rows with their
-    attributes and ids in one packed all-to-all (a lossy codec: the encoded rows, then the
-    packed rest), the responses sized by the request counts both sides hold. Zero splits stay zero splits on both
-    sides (across hosts, where the all-to-all runs as messages, both sides skip them). Every
-    rank makes the same calls in the same order: the loader runs the same steps, fan-outs and
+    halo's global in-degrees and self loops, which the parts of a store all hold or all lack);
+    a fetch is a size all-to-all, the ids, then the rows with their attributes and ids in one
+    packed all-to-all (a lossy codec: the encoded rows, then the packed rest), the responses
+    sized by the request counts both sides hold. Zero splits stay zero splits on both sides
+    (across hosts, where the all-to-all runs as messages, both sides skip them). Every rank
+    makes the same calls in the same order: the loader runs the same steps, fan-outs and
     ``degrees`` flag on every rank; the hot-row cache is one collective fetch at construction.
     """
 
@@ -113,9 +113,16 @@ class PartitionedGraphStore:
         self.in_edges = InEdges.build(  # in-edges keep their local edge positions
             src, dst_local + self.start, src_key, partition.global_ids, start=self.start
         )
-        # Every halo vertex's in-edge count as its owner's sampler sees it: the hop after the
-        # seeds' sizes its answers from them (sample_hop(from_halo=True)).
-        self._halo_in_edges = self._halo_in_edge_counts()
+        # Every halo vertex's in-edge count as its owner's sampler sees it, from the global
+        # in-degree and self loops the part holds: the hop after the seeds' sizes its answers
+        # from them (sample_hop(from_halo=True)). A part written without self-loop counts
+        # cannot tell repeated loops apart, so its answers' sizes travel as on other hops.
+        owned = partition.num_owned
+        self._halo_in_edges = (
+            None
+            if partition.num_self_loops is None
+            else partition.in_degree[owned:] + partition.num_self_loops[owned:]
+        )
         # Class ids travel with the ids as 8-byte integers; a multi-label or real-valued y and
         # every other node attribute travel packed beside the feature row ("features.attrs").
         y = partition.y
@@ -186,22 +193,6 @@ class PartitionedGraphStore:
         exchange = make_exchange("p2p", self.partition, CommCounter(), self.group)
         ids = self.partition.global_ids.view(-1, 1)
         return exchange(ids, "setup").view(-1)
-
-    def _halo_in_edge_counts(self) -> Tensor:
-        """``[num_halo]``: each halo vertex's in-edge count as its owner's sampler sees it, asked
-        of the owners in three all-to-alls (sizes, ids, counts; collective, not counted)."""
-        halo = self.partition.halo_ids
-        if self.world_size == 1:
-            return halo[:0]
-        asking = torch.bincount(self.owner(halo), minlength=self.world_size)
-        asked = torch.empty_like(asking)
-        all_to_all(asked, asking, group=self.group)
-        ids = halo.new_empty(int(asked.sum()))
-        all_to_all(ids, halo, asked.tolist(), asking.tolist(), group=self.group)
-        degree = torch.diff(self.in_edges.colptr).index_select(0, ids - self.start)
-        counts = degree.new_empty(halo.numel())
-        all_to_all(counts, degree, asking.tolist(), asked.tolist(), group=self.group)
-        return counts
 
     def _all_to_all(
         self,
@@ -283,7 +274,8 @@ class PartitionedGraphStore:
         every rank's frontier is its own vertices (the seeds' hop), so no rank has requests to
         send and the hop runs without messages. ``from_halo``: every remote vertex of the
         frontier is a halo vertex of this part (the hop after the seeds'), so each rank sizes
-        the answers it gets from the halo's in-edge counts, without the byte-size all-to-all.
+        the answers it gets from the halo's in-edge counts, without the byte-size all-to-all
+        (when the part holds self-loop counts; the parts of a store all hold or all lack them).
         Every rank passes the same ``owned`` and ``from_halo``."""
         if owned and bool(((frontier < self.start) | (frontier >= self.end)).any()):
             raise ValueError(
@@ -299,7 +291,7 @@ class PartitionedGraphStore:
         remote_owner = owner.index_select(0, remote)
         counts = torch.bincount(remote_owner, minlength=self.world_size)
         expected = None
-        if from_halo:  # the edges each peer's answer holds, from the halo's in-edge counts
+        if from_halo and self._halo_in_edges is not None:  # the edges each answer holds
             draws = self._halo_draws(frontier.index_select(0, remote), fanout, replace)
             expected = torch.zeros_like(counts).index_add_(0, remote_owner, draws)
         # Request: per peer [stream, target ids...]; the owner samples with the requester's stream.

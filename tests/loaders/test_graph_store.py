@@ -294,3 +294,28 @@ def _misused_hop(rank, world_size, flag):
 def test_a_hop_flag_that_does_not_hold_is_refused(flag, message):
     for text in run_ranks(_misused_hop, 2, flag):
         assert re.search(message, text), text
+
+
+def _without_loop_counts(rank, world_size):
+    from dataclasses import replace
+
+    graph, part = _part(rank, world_size)
+    part = replace(part, num_self_loops=None)  # a part written before self-loop counts
+    store = PartitionedGraphStore(part)
+    loader = NeighborLoader(store, [4, 3], part.train_mask, batch_size=20, seed=3, num_steps=3)
+    whole = LocalGraphStore(graph)
+    same = True
+    for step, batch in enumerate(loader):
+        seeds = batch.n_id[: batch.batch_size]
+        reference = loader.neighbor_sampler.sample(
+            seeds, stream_key(3, 0, step, rank), whole.sample_hop
+        )
+        same &= torch.equal(reference.edge_data["e_id"].sort().values, batch.e_id.sort().values)
+    traffic = {(t["layer"], t["direction"]): t for t in store.counter.as_dicts()}
+    return same, traffic[("control", "response")]["calls"]
+
+
+def test_a_part_without_self_loop_counts_exchanges_the_answer_sizes():
+    for same, answer_sizes in run_ranks(_without_loop_counts, 2):
+        assert same
+        assert answer_sizes == 3  # one byte-size all-to-all per step: the halo counts are unknown
