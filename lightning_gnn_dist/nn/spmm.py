@@ -171,3 +171,40 @@ class _SpMM(Function):
         matrix = ctx.matrix
         values = matrix.transpose_values(grad_out.dtype)
         return _product(matrix.adj.transpose(), values, grad_out), None
+
+
+def spmm_with_prefix(matrix: SparseMatrix, x: Tensor) -> Tensor:
+    """``cat([Â · x, x[:num_rows]], 1)``: ``[num_rows, 2d]`` from ``x [num_cols, d]``, as one
+    autograd node (a SAGE layer's aggregate beside its targets' own rows, the targets being
+    the first rows of the sources). Its backward adds the second half's gradient into the
+    first rows of ``Âᵀ · grad`` instead of a zero-padded ``[num_cols, d]`` copy that autograd
+    would then sum with it (what ``x[:num_rows]`` costs)."""
+    if x.dim() != 2 or x.size(0) != matrix.adj.num_cols:
+        raise ValueError(
+            f"x must be [{matrix.adj.num_cols}, d] for this sparse matrix (got {list(x.shape)})"
+        )
+    if x.size(0) < matrix.adj.num_rows:
+        raise ValueError(
+            f"the targets must be the first rows of x: {matrix.adj.num_rows} targets, "
+            f"{x.size(0)} rows"
+        )
+    return _SpMMWithPrefix.apply(x, matrix)
+
+
+class _SpMMWithPrefix(Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, matrix: SparseMatrix) -> Tensor:
+        ctx.matrix = matrix
+        num_rows = matrix.adj.num_rows
+        return torch.cat([_product(matrix.adj, matrix.values(x.dtype), x), x[:num_rows]], 1)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        if not ctx.needs_input_grad[0]:
+            return None, None
+        matrix = ctx.matrix
+        width = grad_out.size(1) // 2
+        values = matrix.transpose_values(grad_out.dtype)
+        grad = _product(matrix.adj.transpose(), values, grad_out[:, :width])
+        grad[: matrix.adj.num_rows] += grad_out[:, width:]
+        return grad, None

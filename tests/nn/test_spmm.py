@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lightning_gnn_dist.data.csr import CSRAdjacency
-from lightning_gnn_dist.nn.spmm import SparseMatrix, spmm
+from lightning_gnn_dist.nn.spmm import SparseMatrix, spmm, spmm_with_prefix
 from tests.data.test_csr import dense, multigraph_edges
 
 
@@ -30,6 +30,15 @@ def test_product_and_gradient_equal_the_dense_matrix(reduce, weighted, dtype):
     torch.testing.assert_close(out, ref, rtol=tol, atol=tol)
     torch.testing.assert_close(x.grad, x_ref.grad, rtol=tol, atol=tol)
     assert out[5:].abs().sum() == 0  # isolated rows aggregate to zero
+    # Beside the targets' own rows (the first 7 of the 8 sources), in one autograd node.
+    x.grad = x_ref.grad = None
+    out = spmm_with_prefix(matrix, x)
+    ref = torch.cat([a @ x_ref, x_ref[:7]], 1)
+    grad = torch.randn(7, 6, dtype=dtype)
+    out.backward(grad)
+    ref.backward(grad)
+    torch.testing.assert_close(out, ref, rtol=tol, atol=tol)
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=tol, atol=tol)
 
 
 def test_shapes_and_errors():
@@ -40,6 +49,11 @@ def test_shapes_and_errors():
     assert (matrix @ torch.ones(7, 1)).squeeze(1).tolist() == [2, 3, 3, 1, 1, 0, 0]
     with pytest.raises(ValueError, match="x has 6 rows"):
         spmm(matrix, torch.ones(6, 1))
+    with pytest.raises(ValueError, match=r"x must be \[7, d\]"):
+        spmm_with_prefix(matrix, torch.ones(6, 1))
+    wide = SparseMatrix(CSRAdjacency.from_edge_index(multigraph_edges(), 7, 5))
+    with pytest.raises(ValueError, match="the first rows of x: 7 targets, 5 rows"):
+        spmm_with_prefix(wide, torch.ones(5, 1))
     with pytest.raises(ValueError, match="reduce must be one of"):
         SparseMatrix(adj, reduce="max")
     empty = CSRAdjacency.from_edge_index(torch.zeros(2, 0, dtype=torch.long), 3, 4)
