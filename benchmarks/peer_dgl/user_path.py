@@ -10,7 +10,7 @@ afterwards with ``eval_loader="full"`` (exact full-neighbourhood inference, as D
 
 The timing is a callback plus two wrappers, outside the user's code: per epoch the process's
 CPU seconds (every thread: the prefetch thread and gloo's included) and wall seconds, and, in
-CPU seconds, ``sample+fetch`` (inside ``NeighborLoader.make_batch``, any thread), ``forward``
+CPU seconds, ``sample+fetch`` (inside ``NeighborLoader.made_batches``, any thread), ``forward``
 (``training_step``), ``backward`` (from ``on_before_backward`` to ``on_before_optimizer_step``:
 the gradient all-reduce included), ``optimizer`` (the Adam step), ``lightning`` (the main
 thread's remaining CPU: hooks, batch transfer, the strategy's step context, logging) and ``comm
@@ -124,22 +124,28 @@ class EpochTimer(_callback_base()):
         self._sample = {"any": 0.0, "main": 0.0}
 
     def wrap(self, loader_class) -> None:
-        """Time ``loader_class.make_batch`` (the sampling and the fetch of one batch)."""
-        original = loader_class.make_batch
+        """Time ``loader_class.made_batches``: the sampling and the fetch of each batch, in the
+        thread that makes it (a batch's fetch travels with the next batch's sampling)."""
+        original = loader_class.made_batches
         timer = self
 
-        def make_batch(loader, *args, **kwargs):
-            start = time.thread_time()
-            try:
-                return original(loader, *args, **kwargs)
-            finally:
-                spent = time.thread_time() - start
-                main = threading.current_thread() is threading.main_thread()
-                with timer._lock:
-                    timer._sample["any"] += spent
-                    timer._sample["main"] += spent if main else 0.0
+        def made_batches(loader, *args, **kwargs):
+            made = original(loader, *args, **kwargs)
+            while True:
+                start = time.thread_time()
+                try:
+                    batch = next(made)
+                except StopIteration:
+                    return
+                finally:
+                    spent = time.thread_time() - start
+                    main = threading.current_thread() is threading.main_thread()
+                    with timer._lock:
+                        timer._sample["any"] += spent
+                        timer._sample["main"] += spent if main else 0.0
+                yield batch
 
-        loader_class.make_batch = make_batch
+        loader_class.made_batches = made_batches
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         self._start = (time.process_time(), time.perf_counter(), time.thread_time())

@@ -35,7 +35,6 @@ from torch import Tensor
 from lightning_gnn_dist.comm import CommCounter, make_exchange
 from lightning_gnn_dist.comm.codec import ADAPTIVE, all_to_all_rows
 from lightning_gnn_dist.comm.codec_policy import CodecPolicy
-from lightning_gnn_dist.comm.messages import all_to_all
 from lightning_gnn_dist.data.local import LocalPartition
 from lightning_gnn_dist.data.sampler import InEdges
 from lightning_gnn_dist.loaders.local_store import (
@@ -45,6 +44,7 @@ from lightning_gnn_dist.loaders.local_store import (
     weight_terms,
 )
 from lightning_gnn_dist.loaders.packing import RowLayout, columns_as
+from lightning_gnn_dist.loaders.rounds import Rows, Sizes, Steps, drive, drive_together
 from lightning_gnn_dist.loaders.routing import position_in, segments_in_order
 
 __all__ = ["FetchedRows", "LocalGraphStore", "PartitionedGraphStore"]
@@ -80,9 +80,12 @@ class PartitionedGraphStore:
     a fetch is a size all-to-all, the ids, then the rows with their attributes and ids in one
     packed all-to-all (a lossy codec: the encoded rows, then the packed rest), the responses
     sized by the request counts both sides hold. Zero splits stay zero splits on both sides
-    (across hosts, where the all-to-all runs as messages, both sides skip them). Every rank
-    makes the same calls in the same order: the loader runs the same steps, fan-outs and
-    ``degrees`` flag on every rank; the hot-row cache is one collective fetch at construction.
+    (across hosts, where the all-to-all runs as messages, both sides skip them). A fetch and a
+    hop that travel together (:meth:`sample_hop_and_fetch`) send each round's two messages as
+    one all-to-all, each peer's block the fetch's then the hop's, so the merged splits agree
+    pairwise too. Every rank makes the same calls in the same order: the loader runs the same
+    steps, fan-outs and ``degrees`` flag on every rank; the hot-row cache is one collective
+    fetch at construction.
     """
 
     def __init__(
@@ -155,7 +158,7 @@ class PartitionedGraphStore:
             references = torch.bincount(halo_pos, minlength=partition.num_halo)
             hot = torch.argsort(references, descending=True, stable=True)[:cache_size]
             self._cache_routing = torch.sort(partition.halo_ids[hot]).values
-            self._cache = self._fetch_remote(self._cache_routing)
+            self._cache = drive(self._fetch_remote(self._cache_routing), group)
 
     @property
     def codec(self) -> CodecPolicy:
@@ -202,7 +205,7 @@ class PartitionedGraphStore:
         direction: str,
         recv_counts=None,
         codec=None,
-    ) -> tuple[Tensor, Tensor]:
+    ) -> Steps:
         """Send ``send`` (rows grouped by peer, ``send_counts [P]``); returns ``(recv, recv_counts)``.
 
         ``recv_counts`` is exchanged first (counted as ``control``) unless given. A single part
@@ -213,8 +216,7 @@ class PartitionedGraphStore:
         if self.world_size == 1:
             return send[:0], torch.zeros_like(send_counts)
         if recv_counts is None:
-            recv_counts = torch.empty_like(send_counts)
-            all_to_all(recv_counts, send_counts, group=self.group)
+            recv_counts = yield Sizes(send_counts)
             ones = torch.ones_like(send_counts)
             self._record("control", direction, ones, ones, 1, 8)
         width = math.prod(send.shape[1:])
@@ -226,8 +228,7 @@ class PartitionedGraphStore:
             size = send.element_size()
             self._record(layer, direction, send_counts, recv_counts, width, size, row_bytes, codec)
             return recv, recv_counts
-        recv = send.new_empty((int(recv_counts.sum()), *send.shape[1:]))
-        all_to_all(recv, send, recv_counts.tolist(), send_counts.tolist(), group=self.group)
+        recv = yield Rows(send, send_counts.tolist(), recv_counts.tolist())
         self._record(
             layer, direction, send_counts, recv_counts, width, send.element_size(), codec=codec
         )
@@ -277,6 +278,39 @@ class PartitionedGraphStore:
         the answers it gets from the halo's in-edge counts, without the byte-size all-to-all
         (when the part holds self-loop counts; the parts of a store all hold or all lack them).
         Every rank passes the same ``owned`` and ``from_halo``."""
+        return drive(
+            self._sample_hop(frontier, fanout, stream, replace, owned, from_halo), self.group
+        )
+
+    def sample_hop_and_fetch(
+        self,
+        frontier: Tensor,
+        fanout: int,
+        stream: int,
+        replace: bool,
+        n_id: Tensor,
+        degrees: bool = False,
+    ) -> tuple[tuple[Tensor, Tensor, dict[str, Tensor]], FetchedRows]:
+        """``(sample_hop(frontier, fanout, stream, replace, from_halo=True), fetch(n_id,
+        degrees))`` with the two exchanges' all-to-alls merged round by round
+        (:func:`~lightning_gnn_dist.loaders.rounds.drive_together`: three instead of six when
+        the hop's answer sizes are known and the rows travel unencoded); the same results,
+        bytes and counters as the two calls. Collective: the loader sends a batch's fetch with
+        the next batch's hop after the seeds'."""
+        fetch = self._fetch(n_id, degrees)
+        hop = self._sample_hop(frontier, fanout, stream, replace, False, True)
+        rows, sampled = drive_together(fetch, hop, self.group)
+        return sampled, rows
+
+    def _sample_hop(
+        self,
+        frontier: Tensor,
+        fanout: int,
+        stream: int,
+        replace: bool,
+        owned: bool,
+        from_halo: bool,
+    ) -> Steps:
         if owned and bool(((frontier < self.start) | (frontier >= self.end)).any()):
             raise ValueError(
                 f"rank {self.rank}: sample_hop(owned=True) got vertices outside its routing "
@@ -299,7 +333,9 @@ class PartitionedGraphStore:
         request = torch.full((int(counts.sum() + has.sum()),), stream, dtype=torch.long)
         slots = torch.arange(remote.numel()) + torch.cumsum(has, 0).index_select(0, remote_owner)
         request.index_copy_(0, slots, frontier.index_select(0, remote))
-        received, received_counts = self._all_to_all(request, counts + has, "sampling", "request")
+        received, received_counts = yield from self._all_to_all(
+            request, counts + has, "sampling", "request"
+        )
         peer = torch.repeat_interleave(torch.arange(self.world_size), received_counts)
         first = torch.cumsum(received_counts, 0) - received_counts
         is_header = torch.arange(received.numel()) == first[peer]
@@ -307,7 +343,7 @@ class PartitionedGraphStore:
         answer_counts, answer_src, answer_edge = self._sample_owned(
             targets, fanout, received[first[target_peer]], replace
         )
-        remote_counts, remote_src, remote_edge = self._respond(
+        remote_counts, remote_src, remote_edge = yield from self._respond(
             target_peer, answer_counts, answer_src, answer_edge, counts, expected
         )
         local_counts, local_src, local_edge = self._sample_owned(
@@ -350,7 +386,7 @@ class PartitionedGraphStore:
         answer_edge: dict[str, Tensor],
         asked: Tensor,
         expected: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    ) -> Steps:
         """Send each requester its targets' sampled counts, sources and edges' values; return
         this rank's answers ``(counts, src, edge_data)``, peer by peer in the order it asked.
 
@@ -379,14 +415,12 @@ class PartitionedGraphStore:
         send = torch.cat(pieces)
         send_bytes = word_counts * 8 + edge_counts * layout.row_bytes
         if expected is None:
-            recv_bytes = torch.empty_like(send_bytes)
-            all_to_all(recv_bytes, send_bytes, group=self.group)
+            recv_bytes = yield Sizes(send_bytes)
             ones = torch.ones_like(send_bytes)
             self._record("control", "response", ones, ones, 1, 8)
         else:
             recv_bytes = (asked + expected) * 8 + expected * layout.row_bytes
-        received = send.new_empty(int(recv_bytes.sum()))
-        all_to_all(received, send, recv_bytes.tolist(), send_bytes.tolist(), group=self.group)
+        received = yield Rows(send, send_bytes.tolist(), recv_bytes.tolist())
 
         counts, src, edge_rows, received_words, received_edges = [], [], [], [], []
         offset = 0
@@ -420,6 +454,9 @@ class PartitionedGraphStore:
         rest from their owners in one batched exchange; collective (every rank must pass the
         same ``degrees``). ``degrees=True`` adds the global in-degrees and self loops, which
         the owners send with the ids; every node attribute comes with its row."""
+        return drive(self._fetch(n_id, degrees), self.group)
+
+    def _fetch(self, n_id: Tensor, degrees: bool) -> Steps:
         part = self.partition
         if self.world_size == 1:
             rows = n_id - self.start
@@ -451,7 +488,7 @@ class PartitionedGraphStore:
         else:
             hits = cache_rows = None
         want = self._by_owner(remote.nonzero().view(-1), owner)
-        rows = self._fetch_remote(n_id.index_select(0, want), degrees)
+        rows = yield from self._fetch_remote(n_id.index_select(0, want), degrees)
         own = n_id.index_select(0, mine) - self.start
 
         def gather(owned: Tensor, cache: Tensor, remote: Tensor) -> Tensor:
@@ -493,12 +530,14 @@ class PartitionedGraphStore:
         loops = part.num_self_loops if part.num_self_loops is not None else part.has_self_loop
         return part.in_degree[: part.num_owned], loops[: part.num_owned].long()
 
-    def _fetch_remote(self, ids: Tensor, degrees: bool = True) -> FetchedRows:
+    def _fetch_remote(self, ids: Tensor, degrees: bool = True) -> Steps:
         """Rows of remote routing ``ids`` (sorted by owner); collective. A non-integer ``y``
         stays in ``attrs["y"]`` (as the cache keeps it)."""
         part = self.partition
         counts = torch.bincount(self.owner(ids), minlength=self.world_size)
-        requested, requested_counts = self._all_to_all(ids, counts, "features", "request")
+        requested, requested_counts = yield from self._all_to_all(
+            ids, counts, "features", "request"
+        )
         rows = requested - self.start
         codec = self.codec.codec("features", "forward")
         meta = [part.global_ids] + ([part.y.long()] if self._y_with_ids else [])
@@ -510,11 +549,11 @@ class PartitionedGraphStore:
             attrs |= {TERMS_PREFIX + key: value for key, value in self._weight_terms.items()}
         attrs = {key: value.index_select(0, rows) for key, value in attrs.items()}
         if codec is None or codec.lossless:
-            x, attrs, meta = self._rows_with_meta(
+            x, attrs, meta = yield from self._rows_with_meta(
                 part.x.index_select(0, rows), attrs, meta, requested_counts, counts, codec
             )
         else:
-            x, _ = self._all_to_all(
+            x, _ = yield from self._all_to_all(
                 part.x.index_select(0, rows),
                 requested_counts,
                 "features",
@@ -524,7 +563,9 @@ class PartitionedGraphStore:
             )
             # The same rows' attributes and ids (and labels, degrees) in a second message,
             # counted as lines of their own, so the feature rows are counted once.
-            _, attrs, meta = self._rows_with_meta(None, attrs, meta, requested_counts, counts)
+            _, attrs, meta = yield from self._rows_with_meta(
+                None, attrs, meta, requested_counts, counts
+            )
         y = meta[:, 1].to(part.y.dtype) if self._y_with_ids else None
         terms = {
             key[len(TERMS_PREFIX) :]: attrs.pop(key)
@@ -544,7 +585,7 @@ class PartitionedGraphStore:
         send_counts: Tensor,
         recv_counts: Tensor,
         codec=None,
-    ) -> tuple[Tensor | None, dict[str, Tensor], Tensor]:
+    ) -> Steps:
         """Send feature rows ``x [n, d]`` (``None``: they went apart, encoded), the rows' other
         attributes ``attrs`` and their ``meta [n, m] int64`` (ids, class labels, degrees) as
         one message per peer, each row's bytes side by side; returns the received
@@ -560,8 +601,7 @@ class PartitionedGraphStore:
         pieces = [] if x is None else [x.contiguous().view(torch.uint8)]
         pieces += [layout.pack(attrs, meta.size(0)), meta.view(torch.uint8)]
         packed = torch.cat(pieces, 1)
-        received = packed.new_empty(int(recv_counts.sum()), packed.size(1))
-        all_to_all(received, packed, recv_counts.tolist(), send_counts.tolist(), group=self.group)
+        received = yield Rows(packed, send_counts.tolist(), recv_counts.tolist())
         if x is not None:
             self._record(
                 "features", "response", send_counts, recv_counts, x.size(1), x.element_size(),

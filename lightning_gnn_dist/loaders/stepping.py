@@ -69,10 +69,19 @@ class SteppedLoader:
             order = order.repeat(math.ceil(self.num_steps / count))[: self.num_steps]
         return list(torch.tensor_split(order, self.num_steps)) if self.num_steps else []
 
-    def _made(self, positions: Tensor, step: int, epoch: int) -> tuple[Data, object]:
-        """A batch with its copy to ``device`` started: ``(batch, copy event or None)``."""
-        batch = self.make_batch(positions, step, epoch)
-        return (batch, None) if self.transfer is None else self.transfer.start(batch)
+    def made_batches(self, batches: list[Tensor], epoch: int) -> Iterator[Data]:
+        """The epoch's batches in step order, ``make_batch`` of each step's positions (a
+        subclass may overlap their exchanges)."""
+        for step, positions in enumerate(batches):
+            yield self.make_batch(positions, step, epoch)
+
+    def _started(self, made: Iterator[Data]) -> tuple[Data, object] | None:
+        """The next batch with its copy to ``device`` started: ``(batch, copy event or
+        None)``; ``None`` after the last."""
+        batch = next(made, None)
+        if batch is None or self.transfer is None:
+            return None if batch is None else (batch, None)
+        return self.transfer.start(batch)
 
     def _ready(self, batch: Data, event) -> Data:
         return batch if self.transfer is None else self.transfer.finish(batch, event)
@@ -80,17 +89,16 @@ class SteppedLoader:
     def __iter__(self) -> Iterator[Data]:
         batches, epoch = self.batches(), self.epoch
         self.epoch += 1
+        made = self.made_batches(batches, epoch)
         if not self.prefetch:
-            for step, positions in enumerate(batches):
-                yield self._ready(*self._made(positions, step, epoch))
+            while (started := self._started(made)) is not None:
+                yield self._ready(*started)
             return
         with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(self._made, batches[0], 0, epoch) if batches else None
-            for step in range(len(batches)):
-                batch, event = pending.result()
-                if step + 1 < len(batches):
-                    pending = pool.submit(self._made, batches[step + 1], step + 1, epoch)
-                yield self._ready(batch, event)
+            pending = pool.submit(self._started, made)
+            while (started := pending.result()) is not None:
+                pending = pool.submit(self._started, made)
+                yield self._ready(*started)
 
 
 class _EpochSetter:

@@ -319,3 +319,54 @@ def test_a_part_without_self_loop_counts_exchanges_the_answer_sizes():
     for same, answer_sizes in run_ranks(_without_loop_counts, 2):
         assert same
         assert answer_sizes == 3  # one byte-size all-to-all per step: the halo counts are unknown
+
+
+def _merged_rounds(rank, world_size):
+    from lightning_gnn_dist.loaders import rounds
+
+    graph, part = _part(rank, world_size)
+    store = PartitionedGraphStore(part)
+    options = dict(batch_size=20, shuffle=True, seed=3, num_steps=3)
+    calls = []
+    original = rounds.all_to_all
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    rounds.all_to_all = counted
+    runs = {}
+    for name in ("iterated", "prefetched", "one by one"):
+        loader = NeighborLoader(
+            store, [4, 3], part.train_mask, prefetch=name == "prefetched", **options
+        )
+        store.counter.reset()
+        calls.clear()
+        if name == "one by one":
+            batches = [loader.make_batch(p, step, 0) for step, p in enumerate(loader.batches())]
+        else:
+            batches = list(loader)
+        runs[name] = (batches, len(calls), store.counter.as_dicts())
+    rounds.all_to_all = original
+    keys = ("x", "y", "n_id", "e_id", "edge_index", "input_id")
+    same = {
+        name: all(
+            all(torch.equal(a[key], b[key]) for key in keys)
+            and a.num_sampled_nodes == b.num_sampled_nodes
+            for a, b in zip(batches, runs["one by one"][0], strict=True)
+        )
+        for name, (batches, _, _) in runs.items()
+    }
+    traffic = {name: run[2] == runs["one by one"][2] for name, run in runs.items()}
+    return same, traffic, {name: run[1] for name, run in runs.items()}
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_each_fetch_travels_with_the_next_batchs_hop(world_size):
+    """Iterated (with or without prefetch), the loader sends each batch's fetch with the next
+    batch's hop after the seeds': the batches, bytes and counters of one batch at a time, in
+    three all-to-alls a step (and one round more) instead of six."""
+    for same, traffic, calls in run_ranks(_merged_rounds, world_size):
+        assert all(same.values()), same
+        assert all(traffic.values()), traffic
+        assert calls == {"iterated": 12, "prefetched": 12, "one by one": 18}
