@@ -10,8 +10,9 @@ A subclass calls :meth:`SteppedLoader._start_stepping` at the end of its ``__ini
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import torch
 from torch import Tensor
@@ -21,6 +22,12 @@ from lightning_gnn_dist.data.sampler import stream_key
 from lightning_gnn_dist.loaders.transfer import DeviceTransfer
 
 __all__ = ["SteppedLoader", "add_fetched_rows"]
+
+_IN_FLIGHT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Per store, the batch its prefetching iterator is making: collectives on the store's group.
+An iterator left before its end (Lightning's ``limit_train_batches``, validation within an
+epoch) leaves one running; every iterator of the store waits for it before sending any, so
+every rank sends the two in the same order."""
 
 
 class SteppedLoader:
@@ -89,16 +96,25 @@ class SteppedLoader:
     def __iter__(self) -> Iterator[Data]:
         batches, epoch = self.batches(), self.epoch
         self.epoch += 1
+        _wait_for_in_flight(self.store)
         made = self.made_batches(batches, epoch)
         if not self.prefetch:
             while (started := self._started(made)) is not None:
                 yield self._ready(*started)
             return
         with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(self._started, made)
+            pending = _IN_FLIGHT[self.store] = pool.submit(self._started, made)
             while (started := pending.result()) is not None:
-                pending = pool.submit(self._started, made)
+                pending = _IN_FLIGHT[self.store] = pool.submit(self._started, made)
                 yield self._ready(*started)
+
+
+def _wait_for_in_flight(store) -> None:
+    """Wait until the batch another iterator of ``store`` is making is made (its outcome is
+    that iterator's: an error stays there)."""
+    future: Future | None = _IN_FLIGHT.pop(store, None)
+    if future is not None:
+        wait([future])
 
 
 class _EpochSetter:

@@ -370,3 +370,35 @@ def test_each_fetch_travels_with_the_next_batchs_hop(world_size):
         assert all(same.values()), same
         assert all(traffic.values()), traffic
         assert calls == {"iterated": 12, "prefetched": 12, "one by one": 18}
+
+
+def _left_iterator(rank, world_size):
+    import time
+
+    graph, part = _part(rank, world_size)
+    store = PartitionedGraphStore(part)
+    options = dict(batch_size=20, seed=3, num_steps=3)
+    train = NeighborLoader(store, [4, 3], part.train_mask, prefetch=True, **options)
+    made = train.made_batches
+
+    def later_on_rank_1(batches, epoch):
+        for batch in made(batches, epoch):
+            yield batch
+            time.sleep(0.5 * rank)  # rank 1 starts its next batch half a second later
+
+    train.made_batches = later_on_rank_1
+    left = iter(train)
+    next(left)  # as Lightning's limit_train_batches=1 leaves it, the next batch in flight
+    other = NeighborLoader(store, [4, 3], part.train_mask, **options)
+    batches = list(other)
+    del left
+    return all(torch.equal(batch.x, graph.x[batch.n_id]) for batch in batches), len(batches)
+
+
+def test_an_iterator_left_in_flight_is_waited_for():
+    """A prefetching iterator left after one batch (``limit_train_batches``) still makes its
+    next batch; another loader of the store waits for it, so both ranks send the two loaders'
+    all-to-alls in the same order (rank 1 makes its batch later: without the wait, rank 0 would
+    mix the two)."""
+    for same, count in run_ranks(_left_iterator, 2, timeout=60):
+        assert same and count == 3
