@@ -112,9 +112,8 @@ class NeighborLoader(SteppedLoader):
         (:meth:`~lightning_gnn_dist.loaders.graph_store.PartitionedGraphStore.sample_hop_and_fetch`):
         three all-to-alls a step instead of six, each batch ready once the next is sampled. The
         batches, bytes and counters are :meth:`make_batch`'s."""
-        merge = getattr(self.store, "sample_hop_and_fetch", None)
         if (
-            merge is None
+            not hasattr(self.store, "sample_hop_and_fetch")
             or self.store.world_size < 2
             or len(self.neighbor_sampler.num_neighbors) < 2
         ):
@@ -123,7 +122,8 @@ class NeighborLoader(SteppedLoader):
         previous = None  # (positions, graph) of the batch whose rows come with the next hop
         for step, positions in enumerate(batches):
             carried = []
-            graph = self._sample(positions, step, epoch, previous and previous[1], carried)
+            earlier = None if previous is None else previous[1]
+            graph = self._sample(positions, step, epoch, earlier, carried)
             if previous is not None:
                 yield self._assemble(*previous, carried[0])
             previous = (positions, graph)

@@ -86,9 +86,9 @@ class SteppedLoader:
         """The next batch with its copy to ``device`` started: ``(batch, copy event or
         None)``; ``None`` after the last."""
         batch = next(made, None)
-        if batch is None or self.transfer is None:
-            return None if batch is None else (batch, None)
-        return self.transfer.start(batch)
+        if batch is None:
+            return None
+        return (batch, None) if self.transfer is None else self.transfer.start(batch)
 
     def _ready(self, batch: Data, event) -> Data:
         return batch if self.transfer is None else self.transfer.finish(batch, event)
