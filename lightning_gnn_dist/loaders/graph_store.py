@@ -43,7 +43,7 @@ from lightning_gnn_dist.loaders.local_store import (
     LocalGraphStore,
     weight_terms,
 )
-from lightning_gnn_dist.loaders.packing import RowLayout, columns_as
+from lightning_gnn_dist.loaders.packing import RowLayout, columns_as, pack_answers, unpack_answers
 from lightning_gnn_dist.loaders.rounds import Rows, Sizes, Steps, drive, drive_together
 from lightning_gnn_dist.loaders.routing import position_in, segments_in_order
 
@@ -397,22 +397,12 @@ class PartitionedGraphStore:
         ``expected [P]``: the edges each peer's answer holds, if known (then the answers' byte
         sizes are not exchanged).
         """
-        world, layout = self.world_size, self._edge_layout
-        # Targets came grouped by peer and each target's edges follow it, so every peer's
-        # counts, sources and edge rows are contiguous slices.
-        target_counts = torch.bincount(target_peer, minlength=world)
-        edge_counts = torch.zeros_like(target_counts).index_add_(0, target_peer, answer_counts)
-        word_counts = target_counts + edge_counts
+        layout = self._edge_layout
         rows = layout.pack(answer_edge, answer_src.numel())
-        pieces, target_start, edge_start = [], 0, 0
-        for targets, edges in zip(target_counts.tolist(), edge_counts.tolist(), strict=True):
-            pieces += [  # one block per peer: its integers, then its edge rows
-                answer_counts[target_start : target_start + targets].view(torch.uint8),
-                answer_src[edge_start : edge_start + edges].view(torch.uint8),
-                rows[edge_start : edge_start + edges].reshape(-1),
-            ]
-            target_start, edge_start = target_start + targets, edge_start + edges
-        send = torch.cat(pieces)
+        send, target_counts, edge_counts = pack_answers(
+            target_peer, answer_counts, answer_src, rows, self.world_size
+        )
+        word_counts = target_counts + edge_counts
         send_bytes = word_counts * 8 + edge_counts * layout.row_bytes
         if expected is None:
             recv_bytes = yield Sizes(send_bytes)
@@ -421,32 +411,16 @@ class PartitionedGraphStore:
         else:
             recv_bytes = (asked + expected) * 8 + expected * layout.row_bytes
         received = yield Rows(send, send_bytes.tolist(), recv_bytes.tolist())
-
-        counts, src, edge_rows, received_words, received_edges = [], [], [], [], []
-        offset = 0
-        for size, targets in zip(recv_bytes.tolist(), asked.tolist(), strict=True):
-            block = received[offset : offset + size]  # one peer's block
-            offset += size
-            block_counts = columns_as(block[: 8 * targets].view(-1, 8), 0, 8, torch.int64)
-            num_edges = int(block_counts.sum())
-            if 8 * (targets + num_edges) + num_edges * layout.row_bytes != size:
-                raise RuntimeError(
-                    f"rank {self.rank}: a peer answered {num_edges} sampled edges in "
-                    f"{size} bytes; the halo's in-edge counts disagree with their owners' parts"
-                )
-            end = 8 * (targets + num_edges)
-            counts.append(block_counts.view(-1))
-            src.append(columns_as(block[8 * targets : end].view(-1, 8), 0, 8, torch.int64).view(-1))
-            edge_rows.append(block[end:].view(num_edges, layout.row_bytes))
-            received_words.append(targets + num_edges)
-            received_edges.append(num_edges)
+        counts, src, edge_rows, received_edges = unpack_answers(
+            received, recv_bytes.tolist(), asked.tolist(), layout.row_bytes
+        )
+        received_words = (asked + torch.tensor(received_edges)).tolist()
         self._record("sampling", "response", word_counts, received_words, 1, 8)
         if layout.row_bytes:
             self._record(
                 "sampling.edges", "response", edge_counts, received_edges, layout.row_bytes, 1
             )
-        edge_data = layout.unpack(torch.cat(edge_rows)) if layout.names else {}
-        return torch.cat(counts), torch.cat(src), edge_data
+        return counts, src, layout.unpack(edge_rows) if layout.names else {}
 
     # -- features -------------------------------------------------------------------------------
     def fetch(self, n_id: Tensor, degrees: bool = False) -> FetchedRows:

@@ -23,6 +23,7 @@ from torch_geometric.data import Data
 
 from lightning_gnn_dist.data.csr import prepare_batch_adjacency
 from lightning_gnn_dist.data.sampler import NeighborSampler, SampledSubgraph, stream_key
+from lightning_gnn_dist.loaders.local_store import FetchedRows
 from lightning_gnn_dist.loaders.stepping import SteppedLoader, add_fetched_rows
 
 
@@ -103,7 +104,7 @@ class NeighborLoader(SteppedLoader):
     def make_batch(self, positions: Tensor, step: int, epoch: int | None = None) -> Data:
         """Sample and fetch one batch (collective on a partitioned store)."""
         epoch = self.epoch if epoch is None else epoch
-        graph = self._sample(positions, step, epoch)
+        graph, _ = self._sample(positions, step, epoch)
         return self._assemble(positions, graph, self.store.fetch(graph.n_id, degrees=self._exact))
 
     def made_batches(self, batches: list[Tensor], epoch: int) -> Iterator[Data]:
@@ -121,11 +122,10 @@ class NeighborLoader(SteppedLoader):
             return
         previous = None  # (positions, graph) of the batch whose rows come with the next hop
         for step, positions in enumerate(batches):
-            carried = []
             earlier = None if previous is None else previous[1]
-            graph = self._sample(positions, step, epoch, earlier, carried)
+            graph, rows = self._sample(positions, step, epoch, earlier)
             if previous is not None:
-                yield self._assemble(*previous, carried[0])
+                yield self._assemble(*previous, rows)
             previous = (positions, graph)
         if previous is not None:
             graph = previous[1]
@@ -138,35 +138,37 @@ class NeighborLoader(SteppedLoader):
         return all(fanout == -1 for fanout in self.neighbor_sampler.num_neighbors)
 
     def _sample(
-        self, positions: Tensor, step: int, epoch: int, fetch_with=None, carried=None
-    ) -> SampledSubgraph:
-        """The batch's sampled graph; with ``fetch_with`` (an earlier batch's graph) its rows
-        are fetched with the hop after the seeds' and appended to ``carried``."""
+        self, positions: Tensor, step: int, epoch: int, fetch_with: SampledSubgraph | None = None
+    ) -> tuple[SampledSubgraph, FetchedRows | None]:
+        """The batch's sampled graph, and with ``fetch_with`` (an earlier batch's graph) that
+        graph's rows, fetched with the hop after the seeds'."""
         seeds = self._seeds[positions]
         stream = stream_key(self.seed, epoch, step, self.store.rank)
         replace = self.neighbor_sampler.replace
         hops = iter(range(len(self.neighbor_sampler.num_neighbors)))
+        fetched = None
 
         def sample_hop(frontier: Tensor, fanout: int, stream: int):
             # The first hop's frontier is the seeds, which every rank owns: it needs no messages.
             # The second's remote vertices are the seeds' in-neighbours, halo vertices whose
             # draws every rank sizes itself.
+            nonlocal fetched
             hop = next(hops)
             if hop == 1 and fetch_with is not None:
-                sampled, rows = self.store.sample_hop_and_fetch(
+                sampled, fetched = self.store.sample_hop_and_fetch(
                     frontier, fanout, stream, replace, fetch_with.n_id, self._exact
                 )
-                carried.append(rows)
                 return sampled
             return self.store.sample_hop(
                 frontier, fanout, stream, replace, owned=hop == 0, from_halo=hop == 1
             )
 
-        return self.neighbor_sampler.sample(
+        graph = self.neighbor_sampler.sample(
             seeds, stream, sample_hop, num_ids=getattr(self.store, "num_routing_ids", None)
         )
+        return graph, fetched
 
-    def _assemble(self, positions: Tensor, graph: SampledSubgraph, rows) -> Data:
+    def _assemble(self, positions: Tensor, graph: SampledSubgraph, rows: FetchedRows) -> Data:
         """The batch of ``graph`` and its fetched ``rows``."""
         prepare_batch_adjacency(graph.edge_index, graph.num_sampled_nodes, graph.num_sampled_edges)
         batch = Data(

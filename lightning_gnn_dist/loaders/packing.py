@@ -78,3 +78,54 @@ def columns_as(packed: Tensor, start: int, stop: int, dtype: torch.dtype) -> Ten
     out = torch.empty(packed.size(0), columns, dtype=dtype, device=packed.device)
     out.view(torch.uint8).copy_(packed[:, start:stop])
     return out
+
+
+def pack_answers(
+    target_peer: Tensor, counts: Tensor, src: Tensor, rows: Tensor, world_size: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """A sampled hop's answers as one byte block per peer: ``(send uint8, targets [P], edges
+    [P])``. Peer ``p``'s block is its targets' counts and their sampled sources as 8-byte
+    integers, then one packed ``rows [E, row_bytes]`` row per edge; the targets come grouped
+    by peer (``target_peer [T]``) and each target's edges follow it, so every peer's counts,
+    sources and rows are contiguous slices."""
+    targets = torch.bincount(target_peer, minlength=world_size)
+    edges = torch.zeros_like(targets).index_add_(0, target_peer, counts)
+    pieces, target_start, edge_start = [], 0, 0
+    for num_targets, num_edges in zip(targets.tolist(), edges.tolist(), strict=True):
+        pieces += [
+            counts[target_start : target_start + num_targets].view(torch.uint8),
+            src[edge_start : edge_start + num_edges].view(torch.uint8),
+            rows[edge_start : edge_start + num_edges].reshape(-1),
+        ]
+        target_start, edge_start = target_start + num_targets, edge_start + num_edges
+    return torch.cat(pieces), targets, edges
+
+
+def unpack_answers(
+    received: Tensor, block_bytes: list[int], asked: list[int], row_bytes: int
+) -> tuple[Tensor, Tensor, Tensor, list[int]]:
+    """The answers :func:`pack_answers` sent, one block per peer (``block_bytes`` each, the
+    answers to ``asked`` targets): ``(counts [T], src [E], rows [E, row_bytes] uint8, edges
+    per peer)``.
+
+    Raises:
+        RuntimeError: a block's size disagrees with the edges its counts announce.
+    """
+    counts, src, rows, edges = [], [], [], []
+    offset = 0
+    for size, targets in zip(block_bytes, asked, strict=True):
+        block = received[offset : offset + size]
+        offset += size
+        block_counts = columns_as(block[: 8 * targets].view(-1, 8), 0, 8, torch.int64)
+        num_edges = int(block_counts.sum())
+        end = 8 * (targets + num_edges)
+        if end + num_edges * row_bytes != size:
+            raise RuntimeError(
+                f"a peer answered {num_edges} sampled edges in {size} bytes; the halo's "
+                "in-edge counts disagree with their owners' parts"
+            )
+        counts.append(block_counts.view(-1))
+        src.append(columns_as(block[8 * targets : end].view(-1, 8), 0, 8, torch.int64).view(-1))
+        rows.append(block[end:].view(num_edges, row_bytes))
+        edges.append(num_edges)
+    return torch.cat(counts), torch.cat(src), torch.cat(rows), edges
