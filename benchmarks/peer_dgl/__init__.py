@@ -191,19 +191,31 @@ def run_distdgl(workdir: Path, settings: dict, ranks: int) -> dict:
         for m, o in enumerate(outs)
     ]
     return _rank_zero_record(
-        procs, outs, f"DistDGL at {ranks} ranks", ("data_memory_bytes", "server_peak_bytes")
+        procs,
+        outs,
+        f"DistDGL at {ranks} ranks",
+        ("data_memory_bytes", "train_memory_bytes", "server_peak_bytes"),
     )
 
 
 def _rank_zero_record(
-    procs: list, outs: list[Path], what: str, maxima: tuple[str, ...] = ("data_memory_bytes",)
+    procs: list,
+    outs: list[Path],
+    what: str,
+    maxima: tuple[str, ...] = ("data_memory_bytes", "train_memory_bytes"),
 ) -> dict:
     """Wait for one process per rank; rank 0's record with ``maxima`` (bytes) taken over
     ranks."""
     if any(proc.wait(timeout=1800) != 0 for proc in procs):
         raise RuntimeError(f"{what} failed")
     results = [json.loads(out.read_text()) for out in outs]
-    return {**results[0], **{key: max(r[key] for r in results) for key in maxima}}
+    return {**results[0], **{key: _max_memory(results, key) for key in maxima}}
+
+
+def _max_memory(results: list[dict], key: str) -> int | None:
+    """The largest ``key`` (bytes) over ranks' records, ``None`` where none has it."""
+    values = [r[key] for r in results if r.get(key) is not None]
+    return max(values) if values else None
 
 
 def run_variant(workdir: Path, settings: dict, system: str, task: str, ranks: int) -> dict:
@@ -233,8 +245,13 @@ def run_variant(workdir: Path, settings: dict, system: str, task: str, ranks: in
         if proc.wait(timeout=3600) != 0:
             raise RuntimeError(f"{what} failed")
         results = [json.loads(path.read_text()) for path in sorted(workdir.glob("l0.json*"))]
-        memory = max(r["data_memory_bytes"] for r in results)
-        return {**json.loads(out.read_text()), "data_memory_bytes": memory}
+        return {
+            **json.loads(out.read_text()),
+            **{
+                key: _max_memory(results, key)
+                for key in ("data_memory_bytes", "train_memory_bytes")
+            },
+        }
     env.update(WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1")
     env.update(MASTER_PORT=str(29500 + os.getpid() % 1000))
     outs = [workdir / f"r{rank}.json" for rank in range(ranks)]
@@ -288,6 +305,7 @@ def run(r: Run) -> None:
                     "accuracy": result["accuracy"],
                     "steps": result["records"][0].get("steps"),
                     "memory_mib": result["data_memory_bytes"] / 2**20,
+                    "train_memory_mib": (result.get("train_memory_bytes") or 0) / 2**20,
                     "server_mib": result.get("server_peak_bytes", 0) / 2**20,
                     "torch": result["torch"],
                 }
@@ -341,6 +359,7 @@ def run(r: Run) -> None:
                 },
                 "accuracy": pooled_median([[run_["accuracy"]] for run_ in runs]),
                 "data_memory_mib": max(run_["memory_mib"] for run_ in runs),
+                "train_memory_mib": max(run_["train_memory_mib"] for run_ in runs) or None,
                 "server_peak_mib": max(run_["server_mib"] for run_ in runs) or None,
                 "torch": runs[0]["torch"],
                 "epochs_timed": len(pooled(samples[key])),
@@ -389,6 +408,9 @@ def render(report: dict) -> str:
                     f"{k} {v:.3f}" for k, v in row["phases_cpu_s"].items()
                 ),
                 "test acc": f"{row['accuracy']:.3f}",
+                "training MiB": "—"
+                if row.get("train_memory_mib") is None
+                else f"{row['train_memory_mib']:.0f}",
                 "data MiB": f"{row['data_memory_mib']:.0f}"
                 + (
                     f" (+ server {row['server_peak_mib']:.0f})"
@@ -413,7 +435,11 @@ def render(report: dict) -> str:
         "included) to the first epoch. CPU ÷ DGL: pooled median of per-epoch CPU seconds over "
         "DGL's (same model) in the same rounds (per-round range); wall ÷ DistDGL likewise with "
         "wall seconds at the same ranks. Data memory: peak RSS − RSS after imports, max over "
-        "ranks. Load: the 1-minute load average after each round's run of the row.\n\n"
+        "ranks, over the whole run: the test's full-neighbourhood inference included (each "
+        "layer on the whole graph, or a rank's whole part, at once; DistDGL's is not "
+        "counted); training memory: the same peak at the end of the last training epoch "
+        "(— in runs before it was recorded). Load: the 1-minute load average after each "
+        "round's run of the row.\n\n"
         "Systems:\n\n"
         + "".join(f"- `{name}`: {SYSTEMS.get(name, name)}\n" for name in systems)
         + "\nThe user's-path phases: `sample+fetch` (CPU inside the loader, its prefetch thread "

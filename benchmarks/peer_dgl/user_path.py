@@ -20,10 +20,11 @@ threads`` (every other thread: gloo's transport moving the loader's and the grad
 from __future__ import annotations
 
 import json
-import resource
 import threading
 import time
 from pathlib import Path
+
+from benchmarks.peer_dgl.worker import peak_rss_bytes
 
 
 def run_lightning(args, task: str, data) -> tuple[list[dict], float]:
@@ -72,9 +73,14 @@ def run_lightning(args, task: str, data) -> tuple[list[dict], float]:
     trainer.fit(module, datamodule=datamodule)
     (tested,) = trainer.test(module, datamodule=datamodule, verbose=False)
     if trainer.global_rank != 0:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        trained = timer.records[-1]["peak_rss_bytes"]
         Path(f"{args.out}.rank{trainer.global_rank}").write_text(
-            json.dumps({"data_memory_bytes": peak - args.after_imports})
+            json.dumps(
+                {
+                    "data_memory_bytes": peak_rss_bytes() - args.after_imports,
+                    "train_memory_bytes": trained - args.after_imports,
+                }
+            )
         )
     trainer.strategy.barrier()  # rank 0 ends after every rank wrote its record
     return timer.records, tested["correct"] / tested["count"]
@@ -195,5 +201,6 @@ class EpochTimer(_callback_base()):
                 "phases_cpu": phases,
                 "steps": self._steps,
                 "start": self._start[1],
+                "peak_rss_bytes": peak_rss_bytes(),
             }
         )

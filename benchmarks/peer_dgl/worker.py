@@ -30,6 +30,11 @@ def rss_bytes() -> int:
     return int(line.split()[1]) * 1024
 
 
+def peak_rss_bytes() -> int:
+    """The process's peak resident set so far (bytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _timed(fn, clock):
     start = clock()
     value = fn()
@@ -88,6 +93,7 @@ def train(args, data, model, batches, epochs, server_cpu=None):
                 "phases_cpu": phases.cpu,
                 "phases_wall": phases.wall,
                 "steps": steps,
+                "peak_rss_bytes": peak_rss_bytes(),
             }
         )
     return records
@@ -123,12 +129,13 @@ def worker(args) -> dict:
     }[system]
     args.prefetch = system.endswith("+prefetch")
     records, accuracy = runner(args, task, data)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {
         "records": records,
         "startup_s": records[0]["start"] - started if records else None,
         "accuracy": accuracy,
-        "data_memory_bytes": peak - after_imports,
+        "data_memory_bytes": peak_rss_bytes() - after_imports,
+        # ranks > 0 of the user's path have no records (they write their own memory)
+        "train_memory_bytes": records[-1]["peak_rss_bytes"] - after_imports if records else None,
         "torch": torch.__version__,
     }
 

@@ -175,8 +175,8 @@ class GraphPartitionDataModule(PartitionedDataModule):
             ``"neighbor"``)
         cache_size (int): remote feature rows cached per rank (hot halo rows). (default: ``0``)
         prefetch (bool): sample and fetch the next training batch in a background thread (on
-            its own process group) while the current step runs; validate at epoch ends only
-            (``val_check_interval=1.0``) with sampled evaluation. (default: ``False``)
+            its own process group) while the current step runs; mid-epoch validation and
+            ``limit_train_batches`` wait for the batch in flight. (default: ``False``)
         subgraph_sampler (str): with ``loader="subgraph"`` (every rank trains on the same sampled
             subgraph, paper 000 §4.3.3): ``"uniform"`` (uniform vertex sampling, the paper's; the
             only one that runs without the whole graph's edges), ``"edge"`` or ``"random-walk"``
