@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from lightning_gnn_dist.data.csr import CSRAdjacency
-from lightning_gnn_dist.nn.models import dropout
+from lightning_gnn_dist.nn.functional import dropout
 from lightning_gnn_dist.nn.spmm import SparseMatrix, spmm
 from lightning_gnn_dist.partition.work import ComputeCosts, gcn_layers
 

@@ -25,6 +25,7 @@ from torch_geometric.utils import is_sparse
 from lightning_gnn_dist.data.csr import CSRAdjacency, tensor_cache
 from lightning_gnn_dist.data.graph import gcn_norm_weights
 from lightning_gnn_dist.nn.context import GraphContext, current_graph_context
+from lightning_gnn_dist.nn.functional import gat_fusable, gat_rows
 from lightning_gnn_dist.nn.fused import sparse_matrix
 from lightning_gnn_dist.nn.spmm import SparseMatrix, spmm
 
@@ -239,7 +240,15 @@ class DistGraphConv(_Distributed, GraphConv):
 
 class DistGATConv(_Distributed, GATConv):
     """:class:`torch_geometric.nn.GATConv` on the local graph (halo rows from the exchange;
-    attention softmax is over each owned vertex's full in-neighbourhood, hence exact)."""
+    attention softmax is over each owned vertex's full in-neighbourhood, hence exact).
+
+    On a whole part, a layer :func:`~lightning_gnn_dist.nn.functional.gat_fusable` accepts
+    (one input width, no edge features, no residual) computes the owned rows over the CSR of
+    the part's edges (:func:`~lightning_gnn_dist.nn.functional.gat_rows`): ``[E, heads]``
+    attention weights instead of PyG's ``[E, heads, C]`` messages, and only the owned rows'
+    self loops. Attention dropout then draws other random numbers than PyG's (the same
+    distribution); every rank draws its own anyway.
+    """
 
     def forward(
         self,
@@ -260,10 +269,22 @@ class DistGATConv(_Distributed, GATConv):
         if out is not None:
             return out
         x_all, x_dst = _with_halo(ctx, x, self._name())
+        if x_dst is None and self._fuses(ctx, edge_index, edge_attr):
+            return gat_rows(self, x_all, edge_index, x_all.size(0), x.size(0))
         if x_dst is None:
             return super().forward(x_all, edge_index, edge_attr)[: x.size(0)]
         sizes = (x_all.size(0), x_dst.size(0))
         return super().forward((x_all, x_dst), edge_index, edge_attr, sizes)
+
+    def _fuses(self, ctx: GraphContext, edge_index, edge_attr) -> bool:
+        # A context that replaces aggregates (a vertex cut) sees them in PyG's propagate only.
+        return (
+            edge_attr is None
+            and isinstance(edge_index, Tensor)
+            and not is_sparse(edge_index)
+            and type(ctx).after_aggregate is GraphContext.after_aggregate
+            and gat_fusable(self)
+        )
 
 
 DISTRIBUTED_LAYERS = {

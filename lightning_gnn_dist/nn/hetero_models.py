@@ -16,8 +16,8 @@ from torch_geometric.nn import FastRGCNConv, SAGEConv, to_hetero
 
 from lightning_gnn_dist.data.csr import tensor_cache
 from lightning_gnn_dist.data.hetero import homogeneous_view
+from lightning_gnn_dist.nn.functional import dropout
 from lightning_gnn_dist.nn.hetero import ShardedEmbedding
-from lightning_gnn_dist.nn.models import dropout
 from lightning_gnn_dist.nn.rgcn import FusedRGCNConv
 
 __all__ = ["HETERO_MODELS", "HeteroRGCN", "HeteroSAGE", "TypeEncoder"]

@@ -44,14 +44,13 @@ from torch.nn.parameter import UninitializedParameter
 from torch_geometric.nn import GATConv, GATv2Conv, GCNConv, GINConv, GraphConv, SAGEConv
 from torch_geometric.nn.models import GAT, GCN, GIN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
-from torch_geometric.utils import softmax
 
-from lightning_gnn_dist.data.csr import CSRAdjacency, hop_prefix, tensor_cache
+from lightning_gnn_dist.data.csr import hop_prefix
 from lightning_gnn_dist.data.sampler import use_compiled
 from lightning_gnn_dist.nn.context import current_graph_context
 from lightning_gnn_dist.nn.conv import DistGATConv, DistSAGEConv
+from lightning_gnn_dist.nn.functional import dropout, gat_fusable, gat_rows
 from lightning_gnn_dist.nn.fused import sparse_matrix
-from lightning_gnn_dist.nn.models import dropout
 from lightning_gnn_dist.nn.spmm import spmm, spmm_with_prefix
 
 _BIPARTITE = (SAGEConv, GINConv, GraphConv)
@@ -181,23 +180,11 @@ def _layer_kind(conv: nn.Module) -> str | None:
         return "gcn" if not conv.cached and conv.aggr in ("add", "sum") else None
     if isinstance(conv, _BIPARTITE):
         return "bipartite"
-    if type(conv) in (GATConv, DistGATConv) and _gat_fusable(conv):
+    if type(conv) in (GATConv, DistGATConv) and gat_fusable(conv):
         return "gat"
     if isinstance(conv, _ATTENTION):
         return "attention"
     return None
-
-
-def _gat_fusable(conv: GATConv) -> bool:
-    """PyG's ``GATConv`` with one input width, no edge features and no residual: its attention
-    and weighted sum run on the CSR of the layer's edges (:func:`_gat_rows`)."""
-    return (
-        conv.lin is not None
-        and conv.lin_edge is None
-        and conv.res is None
-        and conv.aggr in ("add", "sum")
-        and not isinstance(conv.lin.weight, UninitializedParameter)
-    )
 
 
 def _sage_aggregates_first(conv, x: Tensor) -> bool:
@@ -278,7 +265,7 @@ def _trimmed_forward(model: BasicGNN, x: Tensor, plan: _Plan) -> Tensor:
 def _activation_and_dropout(model: BasicGNN, x: Tensor) -> Tensor:
     """``model.dropout(model.act(x))``; PyG's ``ReLU`` and ``Dropout`` as one compiled pass
     (:func:`relu_dropout`), a ``Dropout`` after another activation as
-    :func:`~lightning_gnn_dist.nn.models.dropout` (both: the same distribution as
+    :func:`~lightning_gnn_dist.nn.functional.dropout` (both: the same distribution as
     ``torch.nn.Dropout``, other random numbers; ``torch``'s CPU Bernoulli sampler takes ~4× as
     long as its uniform one)."""
     act, drop = model.act, model.dropout
@@ -292,7 +279,7 @@ def _activation_and_dropout(model: BasicGNN, x: Tensor) -> Tensor:
 def relu_dropout(x: Tensor, p: float) -> Tensor:
     """``dropout(relu(x), p)`` (training, ``0 < p < 1``): one compiled pass forward and backward
     where ``numba`` is installed (CPU, float32/float64; see :mod:`lightning_gnn_dist.nn.
-    _compiled`), else ``relu`` then :func:`~lightning_gnn_dist.nn.models.dropout`."""
+    _compiled`), else ``relu`` then :func:`~lightning_gnn_dist.nn.functional.dropout`."""
     if (
         x.device.type != "cpu"
         or x.dtype not in (torch.float32, torch.float64)
@@ -349,7 +336,7 @@ def _layer(conv, x: Tensor, edges: Tensor, num_src: int, num_dst: int, plan: _Pl
     if kind == "bipartite":
         return conv((x, x[:num_dst]), edges, size=(num_src, num_dst))
     if kind == "gat":
-        return _gat_rows(conv, x, edges, num_src, num_dst)
+        return gat_rows(conv, x, edges, num_src, num_dst)
     if kind == "attention":
         out = conv(x, edges)
         return out if num_dst == num_src else out[:num_dst]
@@ -366,53 +353,3 @@ def _layer(conv, x: Tensor, edges: Tensor, num_src: int, num_dst: int, plan: _Pl
     if not transform_first:
         out = conv.lin(out)
     return out if conv.bias is None else out + conv.bias
-
-
-def _gat_rows(conv: GATConv, x: Tensor, edges: Tensor, num_src: int, num_dst: int) -> Tensor:
-    """``GATConv(x, edges)[:num_dst]`` as PyG 2.8 computes it (self loops replaced by one per
-    target, leaky ReLU of ``α_src + α_dst``, softmax over each target's entries, attention
-    dropout, weighted sum of the sources' rows), over the layer's CSR: the weighted sum is one
-    ``embedding_bag`` per head, differentiable in the rows and the weights, instead of a
-    gathered ``[E, heads, C]`` message tensor and a scatter (~8× faster, forward and backward)."""
-    heads, width = conv.heads, conv.out_channels
-    adj = _gat_adjacency(edges, num_src, num_dst, conv.add_self_loops)
-    h = conv.lin(x).view(-1, heads, width)
-    alpha_src = (h * conv.att_src).sum(-1)
-    alpha_dst = (h[:num_dst] * conv.att_dst).sum(-1)
-    col, ptr = adj.col.long(), adj.crow.long()
-    alpha = alpha_src.index_select(0, col) + alpha_dst.repeat_interleave(
-        adj.degree(), dim=0, output_size=adj.num_entries
-    )
-    alpha = softmax(F.leaky_relu(alpha, conv.negative_slope), ptr=ptr, dim=0)
-    alpha = dropout(alpha, conv.dropout, conv.training)
-    out = torch.stack(
-        [
-            F.embedding_bag(
-                col,
-                h[:, head].contiguous() if heads > 1 else h.view(-1, width),
-                ptr,
-                mode="sum",
-                per_sample_weights=alpha[:, head],
-                include_last_offset=True,
-            )
-            for head in range(heads)
-        ],
-        1,
-    )
-    out = out.reshape(num_dst, heads * width) if conv.concat else out.mean(dim=1)
-    return out if conv.bias is None else out + conv.bias
-
-
-def _gat_adjacency(edges: Tensor, num_src: int, num_dst: int, self_loops: bool) -> CSRAdjacency:
-    """The CSR (``num_dst × num_src``) of a GAT layer's edges: with ``self_loops``, every self
-    loop removed and one added per target row, as ``GATConv`` does; cached with ``edges``."""
-    cache = tensor_cache(edges)
-    key = ("gat", num_src, num_dst, self_loops)
-    if key not in cache:
-        src, dst = edges
-        if self_loops:
-            keep = src != dst
-            loops = torch.arange(num_dst, device=edges.device)
-            src, dst = torch.cat([src[keep], loops]), torch.cat([dst[keep], loops])
-        cache[key] = CSRAdjacency.from_edge_index(torch.stack([src, dst]), num_dst, num_src)
-    return cache[key]

@@ -254,10 +254,12 @@ def _run_cell(model, context, x, edge_index, x_ids, out_rows, out_ids, out_scale
     """Forward and backward of one cell on this rank; gradients summed over ranks."""
     x = x.clone().requires_grad_()
     counted = mock.Mock(wraps=fused.spmm)  # the CSR products of the fused paths (issue 19)
+    attention = mock.Mock(wraps=dist_conv.gat_rows)  # GATConv over a part's CSR
     with (
         use_graph_context(context),
         mock.patch.object(fused, "spmm", counted),
         mock.patch.object(dist_conv, "spmm", counted),
+        mock.patch.object(dist_conv, "gat_rows", attention),
     ):
         out = model(x, edge_index)
     out = out[:out_rows]
@@ -276,6 +278,7 @@ def _run_cell(model, context, x, edge_index, x_ids, out_rows, out_ids, out_scale
         "grads": {k: summed[k].view_as(g).numpy() for k, g in grads.items()},
         "traffic": context.exchange.counter.as_dicts(),
         "csr_products": counted.call_count,
+        "gat_rows": attention.call_count,
     }
 
 
@@ -403,6 +406,23 @@ def fused_configuration(name: str) -> bool:
         and m.aggr in ("sum", "add", "mean")
         for m in make_model(name).modules()
     )
+
+
+@pytest.mark.parametrize("mode", ["p2p", "broadcast", "cached", "subgraph"])
+def test_whole_part_gat_layers_run_on_the_csr(mode, distributed_runs):
+    """The GAT cells above compare ``gat_rows`` (``[E, heads]`` attention over a part's CSR,
+    no ``[E, heads, C]`` messages) with PyG's ``GATConv``: every ``GATConv`` configuration ran
+    it on every rank, and no other configuration did."""
+    names = [name for name in cells(mode) if type(make_model(name)) is GATConv]
+    every = {"gat-heads-concat", "gat-heads-mean", "gat-no-self-loops"}
+    assert (every if mode == "p2p" else {"gat-heads-concat"}) <= set(names), names
+    for (graph, size), runs in distributed_runs.items():
+        for name in cells(mode):
+            counts = [run[(mode, name)]["gat_rows"] for run in runs]
+            if name in names:
+                assert min(counts) > 0, (mode, name, graph, size, counts)
+            else:
+                assert max(counts) == 0, (mode, name, graph, size, counts)
 
 
 @pytest.mark.parametrize("mode", list(MODES))
