@@ -416,13 +416,7 @@ def test_whole_part_gat_layers_run_on_the_csr(mode, distributed_runs):
     names = [name for name in cells(mode) if type(make_model(name)) is GATConv]
     every = {"gat-heads-concat", "gat-heads-mean", "gat-no-self-loops"}
     assert (every if mode == "p2p" else {"gat-heads-concat"}) <= set(names), names
-    for (graph, size), runs in distributed_runs.items():
-        for name in cells(mode):
-            counts = [run[(mode, name)]["gat_rows"] for run in runs]
-            if name in names:
-                assert min(counts) > 0, (mode, name, graph, size, counts)
-            else:
-                assert max(counts) == 0, (mode, name, graph, size, counts)
+    _assert_only_these_ran(mode, names, "gat_rows", distributed_runs)
 
 
 @pytest.mark.parametrize("mode", list(MODES))
@@ -432,9 +426,15 @@ def test_the_matrix_runs_the_fused_paths(mode, distributed_runs):
     one CSR product on every rank that holds vertices, and the others none."""
     names = [name for name in cells(mode) if fused_configuration(name)]
     assert {"gcn", "graphconv", "gin"} <= set(names), names
+    _assert_only_these_ran(mode, names, "csr_products", distributed_runs)
+
+
+def _assert_only_these_ran(mode: str, names: list[str], calls: str, distributed_runs) -> None:
+    """Every cell of ``names`` made ``calls`` (a counted function) on every rank of every run,
+    and every other cell of ``mode`` none."""
     for (graph, size), runs in distributed_runs.items():
         for name in cells(mode):
-            counts = [run[(mode, name)]["csr_products"] for run in runs]
+            counts = [run[(mode, name)][calls] for run in runs]
             if name in names:
                 assert min(counts) > 0, (mode, name, graph, size, counts)
             else:
