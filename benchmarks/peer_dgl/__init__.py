@@ -369,6 +369,7 @@ def run(r: Run) -> None:
             settings={k: v for k, v in settings.items() if k != "dgl_python"},
             rows=rows,
             skipped=skipped,
+            peak_memory="VmHWM",
         )
         r.save()
 
@@ -440,7 +441,8 @@ def render(report: dict) -> str:
         "counted); training memory: the same peak at the end of the last training epoch "
         "(— in runs before it was recorded). Load: the 1-minute load average after each "
         "round's run of the row.\n\n"
-        "Systems:\n\n"
+        + _memory_caveat(report)
+        + "Systems:\n\n"
         + "".join(f"- `{name}`: {SYSTEMS.get(name, name)}\n" for name in systems)
         + "\nThe user's-path phases: `sample+fetch` (CPU inside the loader, its prefetch thread "
         "included), `forward` (`training_step`), `backward` (with the gradient all-reduce), "
@@ -452,6 +454,17 @@ def render(report: dict) -> str:
         + "\ntorch: "
         + "; ".join(torch_versions)
         + "\n"
+    )
+
+
+def _memory_caveat(report: dict) -> str:
+    """A warning above the table of a run whose workers read their peak from ``ru_maxrss``."""
+    if report.get("peak_memory") == "VmHWM":
+        return ""
+    return (
+        "**The memory columns of this run are not comparable:** they read `ru_maxrss`, which "
+        "includes the harness's own resident set when it started the worker (every system but "
+        "DistDGL, whose trainer a shell starts); later runs read `VmHWM`.\n\n"
     )
 
 
@@ -498,6 +511,7 @@ def _render_issue19(report: dict) -> str:
         "part's graph and features). wall ÷ DistDGL: pooled median of per-epoch wall seconds over "
         "DistDGL's at the same ranks, per-round range; steps/epoch differ where this project's "
         "METIS part holds more training vertices than the even split.\n\n"
+        + _memory_caveat(report)
         + markdown_table(rows, columns)
         + "".join(f"\n`{key}` skipped: {why}\n" for key, why in report.get("skipped", {}).items())
     )

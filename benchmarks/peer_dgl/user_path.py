@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.peer_dgl.worker import peak_rss_bytes
+from benchmarks.common.processes import peak_rss_bytes
 
 
 def run_lightning(args, task: str, data) -> tuple[list[dict], float]:

@@ -16,23 +16,14 @@ os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
 
 import argparse
 import json
-import resource
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith("VmRSS"))
-    return int(line.split()[1]) * 1024
-
-
-def peak_rss_bytes() -> int:
-    """The process's peak resident set so far (bytes)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+sys.path.insert(0, str(REPO))  # stdlib-only helpers of the benchmarks package, in DGL's venv too
+# Peaks from VmHWM, not ru_maxrss: a child of the harness would report the harness's peak.
+from benchmarks.common.processes import peak_rss_bytes, rss_bytes  # noqa: I001
 
 
 def _timed(fn, clock):
@@ -109,7 +100,6 @@ def worker(args) -> dict:
     if system == "dgl":
         import dgl  # noqa: F401
     else:
-        sys.path.insert(0, str(REPO))
         import torch_geometric  # noqa: F401
 
         import lightning_gnn_dist  # noqa: F401
