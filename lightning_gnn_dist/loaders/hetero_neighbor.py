@@ -45,6 +45,7 @@ from lightning_gnn_dist.data.sampler import InEdges, hash_keys, stream_key, use_
 from lightning_gnn_dist.loaders.graph_store import PartitionedGraphStore
 from lightning_gnn_dist.loaders.neighbor import NeighborLoader, NeighborLoaders
 from lightning_gnn_dist.loaders.packing import RowLayout
+from lightning_gnn_dist.loaders.stepping import SteppedLoader
 
 __all__ = [
     "HeteroNeighborLoader",
@@ -395,6 +396,9 @@ class HeteroNeighborLoader(NeighborLoader):
                 "use fewer parts or a partitioner that balances the training vertices"
             )
         self._start_stepping(prefetch, device)
+
+    # A typed batch is sampled and fetched whole by make_batch: no fetch travels with a hop.
+    made_batches = SteppedLoader.made_batches
 
     def make_batch(self, positions: Tensor, step: int, epoch: int | None = None) -> HeteroData:
         """Sample and fetch one batch (collective on a partitioned store)."""

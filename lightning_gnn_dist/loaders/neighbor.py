@@ -113,11 +113,7 @@ class NeighborLoader(SteppedLoader):
         (:meth:`~lightning_gnn_dist.loaders.graph_store.PartitionedGraphStore.sample_hop_and_fetch`):
         three all-to-alls a step instead of six, each batch ready once the next is sampled. The
         batches, bytes and counters are :meth:`make_batch`'s."""
-        if (
-            not hasattr(self.store, "sample_hop_and_fetch")
-            or self.store.world_size < 2
-            or len(self.neighbor_sampler.num_neighbors) < 2
-        ):
+        if self.store.world_size < 2 or len(self.neighbor_sampler.num_neighbors) < 2:
             yield from super().made_batches(batches, epoch)
             return
         previous = None  # (positions, graph) of the batch whose rows come with the next hop

@@ -269,9 +269,9 @@ class DistGATConv(_Distributed, GATConv):
         if out is not None:
             return out
         x_all, x_dst = _with_halo(ctx, x, self._name())
-        if x_dst is None and self._fuses(ctx, edge_index, edge_attr):
-            return gat_rows(self, x_all, edge_index, x_all.size(0), x.size(0))
         if x_dst is None:
+            if self._fuses(ctx, edge_index, edge_attr):
+                return gat_rows(self, x_all, edge_index, x_all.size(0), x.size(0))
             return super().forward(x_all, edge_index, edge_attr)[: x.size(0)]
         sizes = (x_all.size(0), x_dst.size(0))
         return super().forward((x_all, x_dst), edge_index, edge_attr, sizes)
