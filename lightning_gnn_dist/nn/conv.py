@@ -25,7 +25,7 @@ from torch_geometric.utils import is_sparse
 from lightning_gnn_dist.data.csr import CSRAdjacency, tensor_cache
 from lightning_gnn_dist.data.graph import gcn_norm_weights
 from lightning_gnn_dist.nn.context import GraphContext, current_graph_context
-from lightning_gnn_dist.nn.functional import gat_fusable, gat_rows
+from lightning_gnn_dist.nn.functional import gat_fusable, gat_rows, sage_transform_first_cheaper
 from lightning_gnn_dist.nn.fused import sparse_matrix
 from lightning_gnn_dist.nn.spmm import SparseMatrix, spmm
 
@@ -167,16 +167,27 @@ class DistSAGEConv(_Distributed, SAGEConv):
     does): the product, the halo rows exchanged and the backward product are ``out_channels``
     wide instead of ``in_channels`` (``lin_l(mean(x)) = mean(x·Wᵀ) + b``, empty neighbourhoods
     included). A first layer (input without gradient) aggregates first: it then needs no
-    backward product and no backward exchange at all.
+    backward product and no backward exchange at all. Without a halo (one process, a sampled
+    batch) the layer takes the order with fewer multiply-adds on its graph
+    (:func:`~lightning_gnn_dist.nn.functional.sage_transform_first_cheaper`): on a sampled hop,
+    whose sources outnumber its targets, that is usually PyG's.
     """
 
-    def _transforms_first(self, x: Tensor) -> bool:
-        return (
-            x.requires_grad
-            and self.aggr in ("mean", "sum", "add")
+    def _transforms_first(self, x: Tensor, sizes: tuple[int, int, int] | None = None) -> bool:
+        """Whether to multiply by ``lin_l``'s weight before aggregating. With a halo
+        (``sizes=None``): when the layer narrows and ``x`` needs a gradient (narrower exchanged
+        rows). Without one, ``sizes`` is the layer graph's ``(num_src, num_dst, num_edges)``:
+        when that order costs fewer multiply-adds."""
+        if not (
+            self.aggr in ("mean", "sum", "add")
             and not self.project
             and isinstance(self.in_channels, int)
-            and self.out_channels < self.in_channels
+        ):
+            return False
+        if sizes is None:
+            return x.requires_grad and self.out_channels < self.in_channels
+        return sage_transform_first_cheaper(
+            self.in_channels, self.out_channels, *sizes, input_grad=x.requires_grad
         )
 
     def forward(self, x: Tensor, edge_index, size=None) -> Tensor:
@@ -190,7 +201,7 @@ class DistSAGEConv(_Distributed, SAGEConv):
             isinstance(x_src, Tensor)
             and isinstance(edge_index, Tensor)
             and not is_sparse(edge_index)
-            and self._transforms_first(x_src)
+            and self._transforms_first(x_src, None if ctx else _layer_sizes(x, edge_index, size))
         ):
             return self._transform_first(ctx, x, edge_index, size)
         if ctx is None:
@@ -218,6 +229,15 @@ class DistSAGEConv(_Distributed, SAGEConv):
         if self.root_weight and x_dst is not None:
             out = out + self.lin_r(x_dst)
         return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
+
+
+def _layer_sizes(x, edge_index: Tensor, size) -> tuple[int, int, int]:
+    """``(num_src, num_dst, num_edges)`` of a layer called without a halo."""
+    x_src, x_dst = x if isinstance(x, (tuple, list)) else (x, None)
+    num_src = x_src.size(0) if size is None or size[0] is None else size[0]
+    num_dst = num_src if x_dst is None else x_dst.size(0)
+    num_dst = num_dst if size is None or size[1] is None else size[1]
+    return num_src, num_dst, edge_index.size(1)
 
 
 class DistGraphConv(_Distributed, GraphConv):

@@ -18,7 +18,7 @@ from torch_geometric.utils import softmax
 
 from lightning_gnn_dist.data.csr import CSRAdjacency, tensor_cache
 
-__all__ = ["dropout", "gat_fusable", "gat_rows"]
+__all__ = ["dropout", "gat_fusable", "gat_rows", "sage_transform_first_cheaper"]
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
@@ -33,6 +33,30 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
         return x * 0.0
     keep = torch.rand_like(x).ge_(p).mul_(1.0 / (1.0 - p))  # in place: 0 or 1/(1-p)
     return x * keep
+
+
+def sage_transform_first_cheaper(
+    in_channels: int,
+    out_channels: int,
+    num_src: int,
+    num_dst: int,
+    num_edges: int,
+    input_grad: bool,
+) -> bool:
+    """Whether a ``SAGEConv`` (mean or sum, a root weight) costs fewer multiply-adds, forward
+    and backward, multiplying its ``num_src`` source rows by ``lin_l``'s weight before the
+    aggregation (the products ``out_channels`` wide) than aggregating first (PyG's order: the
+    product and ``lin_l`` on the ``num_dst`` target rows only).
+
+    On a whole graph (``num_src ≈ num_dst``) a narrowing layer is cheaper transformed first;
+    on a sampled hop, whose sources outnumber its targets (four to one on the benchmark's
+    second layer), aggregating first is (issue 31). ``input_grad``: the input needs a gradient
+    (the backward then multiplies and aggregates once more)."""
+    passes = 2 + int(input_grad)  # forward, weight gradient, [input gradient]
+    weights = in_channels * out_channels
+    aggregate_first = 2 * num_dst * weights * passes + num_edges * in_channels * (passes - 1)
+    transform_first = (num_src + num_dst) * weights * passes + 2 * num_edges * out_channels
+    return transform_first < aggregate_first
 
 
 def gat_fusable(conv: GATConv) -> bool:

@@ -48,8 +48,13 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from lightning_gnn_dist.data.csr import hop_prefix
 from lightning_gnn_dist.data.sampler import use_compiled
 from lightning_gnn_dist.nn.context import current_graph_context
-from lightning_gnn_dist.nn.conv import DistGATConv, DistSAGEConv
-from lightning_gnn_dist.nn.functional import dropout, gat_fusable, gat_rows
+from lightning_gnn_dist.nn.conv import DistGATConv
+from lightning_gnn_dist.nn.functional import (
+    dropout,
+    gat_fusable,
+    gat_rows,
+    sage_transform_first_cheaper,
+)
 from lightning_gnn_dist.nn.fused import sparse_matrix
 from lightning_gnn_dist.nn.spmm import spmm, spmm_with_prefix
 
@@ -187,11 +192,9 @@ def _layer_kind(conv: nn.Module) -> str | None:
     return None
 
 
-def _sage_aggregates_first(conv, x: Tensor) -> bool:
-    """A ``SAGEConv`` that aggregates its input before ``lin_l`` (as PyG's, or as
-    :class:`~lightning_gnn_dist.nn.conv.DistSAGEConv` does for an input without gradient or a
-    widening layer), with PyG's defaults otherwise: mean or sum, no projection or
-    normalisation, a root weight without bias."""
+def _sage_fusable(conv) -> bool:
+    """A ``SAGEConv`` whose layer is one product in either order (:func:`_layer`): mean or sum,
+    no projection or normalisation, a root weight without bias (PyG's defaults otherwise)."""
     return (
         isinstance(conv, SAGEConv)
         and conv.aggr in ("mean", "sum", "add")
@@ -200,22 +203,6 @@ def _sage_aggregates_first(conv, x: Tensor) -> bool:
         and conv.root_weight
         and conv.lin_r.bias is None
         and not isinstance(conv.lin_l.weight, UninitializedParameter)
-        and not (
-            isinstance(conv, DistSAGEConv) and x.requires_grad and conv.out_channels < x.size(1)
-        )
-    )
-
-
-def _sage_transforms_first(conv, x: Tensor) -> bool:
-    """A :class:`~lightning_gnn_dist.nn.conv.DistSAGEConv` that multiplies by ``lin_l``'s
-    weight before aggregating (its input needs a gradient and the layer narrows), with PyG's
-    defaults otherwise (a root weight without bias, no normalisation)."""
-    return (
-        isinstance(conv, DistSAGEConv)
-        and conv._transforms_first(x)
-        and conv.root_weight
-        and conv.lin_r.bias is None
-        and not conv.normalize
     )
 
 
@@ -324,15 +311,17 @@ def _layer(conv, x: Tensor, edges: Tensor, num_src: int, num_dst: int, plan: _Pl
     """``conv``'s output rows ``[:num_dst]`` from the source rows ``x [num_src, d]`` over the
     hop-prefix ``edges``."""
     kind = _layer_kind(conv)
-    if kind == "bipartite" and _sage_aggregates_first(conv, x):
-        # lin_l(mean(x_src)) + lin_r(x_dst) as one product with both weights side by side.
+    if kind == "bipartite" and _sage_fusable(conv):
         matrix = sparse_matrix(edges, num_dst, num_src, None, conv.aggr)
+        width_in, width_out = conv.lin_l.weight.size(1), conv.lin_l.weight.size(0)
+        sizes = (num_src, num_dst, edges.size(1))
+        if sage_transform_first_cheaper(width_in, width_out, *sizes, x.requires_grad):
+            h, root = _PrefixLinears.apply(x, conv.lin_l.weight, conv.lin_r.weight, num_dst)
+            out = spmm(matrix, h)
+            return (out if conv.lin_l.bias is None else out + conv.lin_l.bias) + root
+        # lin_l(mean(x_src)) + lin_r(x_dst) as one product with both weights side by side.
         weight = torch.cat([conv.lin_l.weight, conv.lin_r.weight], 1)
         return F.linear(spmm_with_prefix(matrix, x), weight, conv.lin_l.bias)
-    if kind == "bipartite" and _sage_transforms_first(conv, x):
-        h, root = _PrefixLinears.apply(x, conv.lin_l.weight, conv.lin_r.weight, num_dst)
-        out = spmm(sparse_matrix(edges, num_dst, num_src, None, conv.aggr), h)
-        return (out if conv.lin_l.bias is None else out + conv.lin_l.bias) + root
     if kind == "bipartite":
         return conv((x, x[:num_dst]), edges, size=(num_src, num_dst))
     if kind == "gat":

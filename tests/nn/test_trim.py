@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from torch_geometric.nn.models import GAT, GCN, GIN, EdgeCNN, GraphSAGE
 
 from lightning_gnn_dist.loaders import LocalGraphStore, NeighborLoader
-from lightning_gnn_dist.nn import distribute, use_graph_context
+from lightning_gnn_dist.nn import distribute, trim, use_graph_context
+from lightning_gnn_dist.nn.functional import sage_transform_first_cheaper
 from lightning_gnn_dist.nn.sampled import SampledBatchContext
 from lightning_gnn_dist.nn.trim import trim_per_hop
 from tests.helpers import random_graph
@@ -97,6 +98,43 @@ def test_trimmed_model_equals_pyg_on_sampled_batches(graph, name, trimmed_call, 
     for key, grad in grads.items():
         torch.testing.assert_close(grad, expected_grads[key], rtol=1e-5, atol=1e-5)
     assert rows[0] == sum(batch.num_sampled_nodes[:-1]) < batch.num_nodes
+
+
+@pytest.mark.parametrize(
+    "transform_first", [True, False], ids=["transform-first", "aggregate-first"]
+)
+@pytest.mark.parametrize("name", ["sage", "sage-sum"])
+def test_both_orders_of_a_sage_layer_equal_pyg(graph, name, transform_first, monkeypatch):
+    """A SAGE layer multiplies before or after aggregating, whichever costs less on its hop;
+    both orders give PyG's seeds' rows and gradients (each forced here on every layer)."""
+    asked = []
+
+    def forced(*sizes, **_):
+        asked.append(sizes)
+        return transform_first
+
+    monkeypatch.setattr(trim, "sage_transform_first_cheaper", forced)
+    torch.manual_seed(0)
+    reference = MODELS[name](2)
+    batch = sampled_batch(graph, [4, 3])
+    expected, expected_grads = run(reference, batch, False, context=False)
+    out, grads = run(trimmed(reference), batch, False, context=True)
+    torch.testing.assert_close(out, expected[: batch.batch_size], rtol=1e-5, atol=1e-5)
+    for key, grad in grads.items():
+        torch.testing.assert_close(grad, expected_grads[key], rtol=1e-5, atol=1e-5)
+    assert len(asked) == 2  # one choice per layer
+
+
+def test_a_sampled_hop_aggregates_first_and_a_whole_graph_transforms_first():
+    """The order's cost on the benchmark's second layer (256 → 16; 4,085 sources, 1,009
+    targets, 5,200 edges: aggregating first is ~2.3× cheaper) and on a whole graph of as many
+    sources as targets (a narrowing layer transforms first; a widening one never)."""
+    assert not sage_transform_first_cheaper(256, 16, 4085, 1009, 5200, input_grad=True)
+    assert sage_transform_first_cheaper(256, 16, 4085, 4085, 17 * 4085, input_grad=True)
+    assert sage_transform_first_cheaper(256, 16, 4085, 4085, 17 * 4085, input_grad=False)
+    assert not sage_transform_first_cheaper(16, 256, 4085, 4085, 17 * 4085, input_grad=True)
+    # the first layer (100 → 256, no input gradient) aggregates first either way
+    assert not sage_transform_first_cheaper(100, 256, 11465, 4085, 28547, input_grad=False)
 
 
 @pytest.mark.parametrize("name", ["gcn", "sage"])
