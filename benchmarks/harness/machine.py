@@ -75,7 +75,8 @@ def machine_info(packages: Iterable[str] = ()) -> dict[str, Any]:
         ``cpu`` (model name), ``logical_cores``, ``usable_cores`` (this process's CPU affinity),
         ``memory_gib`` (total RAM, GiB), ``accelerators`` (GPU names), ``platform``, ``python``,
         ``versions`` (package → version), ``threads`` (``OMP_NUM_THREADS``, ``GLOO_SOCKET_IFNAME``),
-        ``git_commit`` and ``git_dirty`` (uncommitted changes in the work tree).
+        ``malloc`` (glibc's ``MALLOC_*`` tunables set in the environment: every process the
+        benchmark starts, a peer's too, inherits them), ``git_commit`` and ``git_dirty`` (uncommitted changes in the work tree).
     """
     memory_kib = _proc_field("/proc/meminfo", "MemTotal")
     status = git("status", "--porcelain")
@@ -90,6 +91,7 @@ def machine_info(packages: Iterable[str] = ()) -> dict[str, Any]:
         "python": platform.python_version(),
         "versions": {name: _version(name) for name in (*PACKAGES, *packages)},
         "threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "GLOO_SOCKET_IFNAME")},
+        "malloc": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")},
         "git_commit": git("rev-parse", "HEAD"),
         "git_dirty": None if status is None else bool(status),
     }
@@ -119,6 +121,9 @@ def describe_machine(machine: dict[str, Any]) -> str:
     software += [f"{label} {versions[k]}" for k, label in names.items() if versions.get(k)]
     if software:
         parts.append(", ".join(software))
+    if machine.get("malloc"):
+        tunables = ", ".join(f"{k}={v}" for k, v in machine["malloc"].items())
+        parts.append(f"every process with {tunables}")
     if machine.get("git_commit"):
         dirty = " (with uncommitted changes)" if machine.get("git_dirty") else ""
         parts.append(f"commit {machine['git_commit'][:10]}{dirty}")

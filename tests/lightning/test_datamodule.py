@@ -118,6 +118,7 @@ def test_datamodule_argument_errors(kwargs, match):
         ({"loss_reduction": "max"}, "loss_reduction"),
         ({"timeout": -1}, "timeout must be positive"),
         ({"timeout": float("nan")}, "timeout must be positive"),
+        ({"retain_freed_memory": 1}, r"retain_freed_memory must be True or False \(got 1\)"),
         # issue 18, item 8: typos were forwarded to DDP, which never used them
         (
             {"exchnage": "cached", "staleness_bund": 3},

@@ -356,13 +356,21 @@ class StepRecorder(BatchRecorder):
         (self.folder / f"steps-{trainer.global_rank}.json").write_text(json.dumps(record))
 
 
-def test_reference_models_trimmed_or_not_train_as_one_process(tmp_path):
+def test_reference_models_trimmed_or_not_train_as_one_process(tmp_path, monkeypatch):
     """Item 3: under GNNStrategy a neighbour step runs in a complete batch's context: the
     trimmed models (bipartite layer inputs) were refused, the untrimmed ones ran with an empty
     halo. Both now give every rank's losses and the final parameters of a one-process replay
     of the same batches (mean gradients, SGD), with no halo-exchange byte in training; the
     exact evaluation of ``eval_loader="full"`` still runs the halo exchange and equals a
-    full-graph forward pass."""
+    full-graph forward pass. Every rank's process kept its freed memory (issue 31)."""
+    import os
+
+    import lightning_gnn_dist.lightning.strategy as strategy_module
+
+    def retained():  # the forked ranks inherit this
+        (tmp_path / f"retained-{os.getpid()}").touch()
+
+    monkeypatch.setattr(strategy_module, "retain_freed_memory", retained)
     pl.seed_everything(0)
     module = ReferenceModels()
     initial = {k: v.clone() for k, v in module.state_dict().items()}
@@ -373,6 +381,7 @@ def test_reference_models_trimmed_or_not_train_as_one_process(tmp_path):
     steps = [json.loads((tmp_path / f"steps-{r}.json").read_text()) for r in range(2)]
     final = json.loads((tmp_path / "params.json").read_text())
     graph = load_dataset(TINY)
+    assert len(list(tmp_path.glob("retained-*"))) == 2
     assert [s["train"] for s in steps] == [[], []]  # nothing exchanged inside the model
     fetched = {(t["layer"], t["direction"]): t for t in steps[0]["fetch"]}
     assert fetched[("features", "response")]["rows_received"] > 0  # remote rows were needed
