@@ -594,10 +594,21 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         with self._in_graph("predict", args[0] if args else kwargs.get("batch")):
             return super().predict_step(*args, **kwargs)
 
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        super().on_train_batch_start(batch, batch_idx)
+        trainer = self.lightning_module.trainer
+        if batch_idx == trainer.num_training_batches - 1 and _another_epoch_follows(trainer):
+            start = getattr(trainer.train_dataloader, "start_next_epoch", None)
+            if start is not None:  # a prefetching neighbour loader: the next epoch's batches
+                start()  # are made while this step trains (every rank decides alike)
+
     def teardown(self) -> None:
         context = self.graph_context
         trainer = getattr(self._lightning_module, "_trainer", None)
         failed = trainer is not None and trainer.state.status == "interrupted"  # a str enum
+        finish = getattr(getattr(trainer, "train_dataloader", None), "finish_early", None)
+        if finish is not None:  # an epoch begun by on_train_batch_start that will not run
+            finish()
         if context is not None and not failed:  # delayed exchanges hold transfers across steps
             context.exchange.close()  # (after a failure they would only fail again, noisily)
         super().teardown()
@@ -657,3 +668,13 @@ for _namespace, _lightning in NAMESPACES.items():
     GNNStrategy.for_namespace(_namespace).register_strategies(
         _lightning.strategies.StrategyRegistry
     )
+
+
+def _another_epoch_follows(trainer) -> bool:
+    """Whether the fit loop runs another epoch after this one, by what every rank knows alike
+    (``max_epochs``, ``max_steps``; not ``should_stop``, which a callback may set on one rank
+    first). An epoch begun for nothing is finished at teardown."""
+    max_epochs, max_steps = trainer.max_epochs, trainer.max_steps
+    if max_epochs is not None and 0 <= max_epochs <= trainer.current_epoch + 1:
+        return False
+    return max_steps is None or max_steps < 0 or trainer.global_step + 1 < max_steps

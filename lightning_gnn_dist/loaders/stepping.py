@@ -1,7 +1,8 @@
 """What every mini-batch loader of a rank shares: a fixed number of steps per epoch (the same on
 every rank), the epoch's seeded order of its items, Lightning's ``loader.sampler.set_epoch``
 hook, and the step pipeline — sample and fetch (optionally in a background thread, one batch
-ahead) and the copy to the training device.
+ahead, and the next epoch's first two begun as the last step of an epoch trains) and the copy
+to the training device.
 
 A subclass calls :meth:`SteppedLoader._start_stepping` at the end of its ``__init__`` and defines
 ``make_batch(positions, step, epoch)`` and ``num_items`` (what ``batches`` orders: seeds, pairs).
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
@@ -45,6 +47,7 @@ class SteppedLoader:
         # resumed run continues with the epoch's own shuffle and random streams.
         self.sampler = _EpochSetter(self)
         self.batch_sampler = None  # read by Lightning's shuffle check next to ``sampler``
+        self._early: _Pipeline | None = None  # the next epoch's, begun by start_next_epoch
 
     @property
     def num_items(self) -> int:
@@ -94,19 +97,76 @@ class SteppedLoader:
         return batch if self.transfer is None else self.transfer.finish(batch, event)
 
     def __iter__(self) -> Iterator[Data]:
-        batches, epoch = self.batches(), self.epoch
+        epoch = self.epoch
+        early, self._early = self._early, None
+        batches = None if early is not None and early.epoch == epoch else self.batches()
         self.epoch += 1
-        _wait_for_in_flight(self.store)
-        made = self.made_batches(batches, epoch)
         if not self.prefetch:
+            _wait_for_in_flight(self.store)
+            made = self.made_batches(batches, epoch)
             while (started := self._started(made)) is not None:
                 yield self._ready(*started)
             return
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = _IN_FLIGHT[self.store] = pool.submit(self._started, made)
-            while (started := pending.result()) is not None:
-                pending = _IN_FLIGHT[self.store] = pool.submit(self._started, made)
+        if batches is not None and early is not None:  # set_epoch chose another epoch
+            early.finish()
+        pipeline = early if batches is None else _Pipeline.start(self, batches, epoch, depth=1)
+        try:
+            while (started := pipeline.next()) is not None:
                 yield self._ready(*started)
+        finally:
+            pipeline.finish()
+
+    def start_next_epoch(self) -> None:
+        """Begin the next epoch's first two batches now, in the prefetch thread, so they are
+        made while the current epoch's last step trains (Lightning takes two batches before an
+        epoch's first step). Only when prefetching; the next iteration takes them, unless
+        ``set_epoch`` chose another epoch. Collective: every rank calls it at the same point
+        (``GNNStrategy`` does, as an epoch's last training step starts when another follows).
+        """
+        if not self.prefetch or self._early is not None:
+            return
+        self._early = _Pipeline.start(self, self.batches(), self.epoch, depth=2)
+
+    def finish_early(self) -> None:
+        """Wait for the batches :meth:`start_next_epoch` began and drop them (training ended)."""
+        early, self._early = self._early, None
+        if early is not None:
+            early.finish()
+
+
+class _Pipeline:
+    """One epoch's batches made in a background thread, ``depth`` at most in flight at its
+    start and one after; each in flight is the store's ``_IN_FLIGHT`` batch."""
+
+    def __init__(self, loader: SteppedLoader, made: Iterator[Data], epoch: int) -> None:
+        self.loader, self.made, self.epoch = loader, made, epoch
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.pending: deque[Future] = deque()
+
+    @classmethod
+    def start(cls, loader: SteppedLoader, batches: list[Tensor], epoch: int, depth: int):
+        _wait_for_in_flight(loader.store)
+        pipeline = cls(loader, loader.made_batches(batches, epoch), epoch)
+        for _ in range(depth):
+            pipeline._submit()
+        return pipeline
+
+    def _submit(self) -> None:
+        future = self.pool.submit(self.loader._started, self.made)
+        self.pending.append(future)
+        _IN_FLIGHT[self.loader.store] = future  # one thread: it ends after the earlier ones
+
+    def next(self) -> tuple[Data, object] | None:
+        """The next batch (started on its device), ``None`` after the last."""
+        started = self.pending.popleft().result()
+        if started is not None and not self.pending:
+            self._submit()
+        return started
+
+    def finish(self) -> None:
+        """Wait for the batches in flight (their collectives are every rank's) and stop."""
+        self.pool.shutdown(wait=True)
+        self.pending.clear()
 
 
 def _wait_for_in_flight(store) -> None:

@@ -5,6 +5,7 @@ ranks of each step's gradients, plain SGD) must give the parameters the ranks en
 """
 
 import json
+import os
 
 import pytest
 import pytorch_lightning as pl
@@ -85,10 +86,27 @@ class BatchRecorder(pl.Callback):
             (self.folder / f"rows-{rank}.json").write_text(json.dumps(rows))
 
 
-@pytest.mark.parametrize(("world_size", "model"), [(1, PlainSAGE), (2, PlainSAGE), (2, UserSAGE)])
-def test_neighbor_loader_training_averages_gradients_over_ranks(world_size, model, tmp_path):
+@pytest.mark.parametrize(
+    ("world_size", "model", "prefetch"),
+    [(1, PlainSAGE, False), (2, PlainSAGE, False), (2, UserSAGE, True)],
+)
+def test_neighbor_loader_training_averages_gradients_over_ranks(
+    world_size, model, prefetch, tmp_path, monkeypatch
+):
     """Also the guide's PyG ``GraphSAGE``, which runs trimmed per hop: each step's output holds
-    the seeds' rows only, and training equals the untrimmed replay."""
+    the seeds' rows only, and training equals the untrimmed replay. Prefetching, every rank
+    begins the second epoch's batches as the first epoch's last step starts (not the third's:
+    none follows), and the epoch takes them."""
+    from lightning_gnn_dist.loaders.stepping import SteppedLoader
+
+    begin = SteppedLoader.start_next_epoch
+
+    def recorded(loader):  # the forked ranks inherit this
+        if loader.prefetch:
+            (tmp_path / f"early-{os.getpid()}-{loader.epoch}").touch()
+        begin(loader)
+
+    monkeypatch.setattr(SteppedLoader, "start_next_epoch", recorded)
     pl.seed_everything(0)
     module = model()
     initial = {k: v.clone() for k, v in module.state_dict().items()}
@@ -101,6 +119,7 @@ def test_neighbor_loader_training_averages_gradients_over_ranks(world_size, mode
         num_neighbors=[4, 3],
         batch_size=50,
         shuffle=True,
+        prefetch=prefetch,
     )
     fit_quietly(
         pl.Trainer,
@@ -111,6 +130,8 @@ def test_neighbor_loader_training_averages_gradients_over_ranks(world_size, mode
         epochs=2,
         callbacks=[BatchRecorder(tmp_path)],
     )
+    early = sorted(path.name.rsplit("-", 1)[1] for path in tmp_path.glob("early-*"))
+    assert early == (["1"] * world_size if prefetch else [])
 
     batches = [json.loads((tmp_path / f"batches-{r}.json").read_text()) for r in range(world_size)]
     counts = datamodule.store.meta["mask_counts"]["train_mask"]
@@ -363,8 +384,6 @@ def test_reference_models_trimmed_or_not_train_as_one_process(tmp_path, monkeypa
     of the same batches (mean gradients, SGD), with no halo-exchange byte in training; the
     exact evaluation of ``eval_loader="full"`` still runs the halo exchange and equals a
     full-graph forward pass. Every rank's process kept its freed memory (issue 31)."""
-    import os
-
     import lightning_gnn_dist.lightning.strategy as strategy_module
 
     def retained():  # the forked ranks inherit this
@@ -457,3 +476,21 @@ def test_node_classifier_fits_validates_and_tests_on_neighbor_batches(model, eva
         assert result[f"{split}_acc"] == pytest.approx(accuracy, abs=1e-6)
         loss = float(F.cross_entropy(out[mask], graph.y[mask]))
         assert result[f"{split}_loss"] == pytest.approx(loss, abs=1e-5)
+
+
+def test_another_epoch_follows_by_the_limits_every_rank_shares():
+    """The strategy begins the next epoch's batches only while ``max_epochs`` and
+    ``max_steps`` allow another epoch (values every rank holds alike)."""
+    from types import SimpleNamespace
+
+    from lightning_gnn_dist.lightning.strategy import _another_epoch_follows
+
+    def follows(max_epochs, max_steps, epoch=1, step=10):
+        trainer = SimpleNamespace(
+            max_epochs=max_epochs, max_steps=max_steps, current_epoch=epoch, global_step=step
+        )
+        return _another_epoch_follows(trainer)
+
+    assert follows(3, -1) and not follows(2, -1)
+    assert follows(-1, -1, epoch=99) and follows(None, 12)
+    assert not follows(None, 11) and not follows(5, 11)

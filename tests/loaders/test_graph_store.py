@@ -402,3 +402,49 @@ def test_an_iterator_left_in_flight_is_waited_for():
     mix the two)."""
     for same, count in run_ranks(_left_iterator, 2, timeout=60):
         assert same and count == 3
+
+
+def _next_epoch_begun_early(rank, world_size):
+    graph, part = _part(rank, world_size)
+    store = PartitionedGraphStore(part)
+    options = dict(batch_size=20, shuffle=True, seed=3, num_steps=3)
+    early = NeighborLoader(store, [4, 3], part.train_mask, prefetch=True, **options)
+    plain = NeighborLoader(store, [4, 3], part.train_mask, **options)
+    made, epochs_made = early.made_batches, []
+
+    def counted(batches, epoch):
+        epochs_made.append(epoch)
+        return made(batches, epoch)
+
+    early.made_batches = counted
+    list(early)  # epoch 0
+    early.start_next_epoch()  # epoch 1's first batches, made in the background now
+    begun = list(early)
+    early.start_next_epoch()  # epoch 2's, dropped: set_epoch chooses epoch 5
+    early.set_epoch(5)
+    fifth = list(early)
+    early.start_next_epoch()  # epoch 6's, finished unused (training ended)
+    early.finish_early()
+    expected = {}
+    for epoch in (1, 5):
+        plain.set_epoch(epoch)
+        expected[epoch] = list(plain)
+    keys = ("x", "y", "n_id", "e_id", "edge_index", "input_id")
+
+    def same(batches, reference):
+        return len(batches) == len(reference) and all(
+            all(torch.equal(a[key], b[key]) for key in keys)
+            for a, b in zip(batches, reference, strict=True)
+        )
+
+    taken = epochs_made == [0, 1, 2, 5, 6]  # epoch 1 was not made a second time
+    return same(begun, expected[1]), same(fifth, expected[5]), taken, early._early is None
+
+
+def test_the_next_epoch_begun_early_gives_that_epochs_batches():
+    """``start_next_epoch`` (``GNNStrategy`` calls it as an epoch's last step starts) makes
+    the next epoch's first batches in the background; the next iteration takes them: the
+    batches of that epoch, as without it. An epoch ``set_epoch`` replaced and one training
+    never reached are finished and dropped, and every later exchange still pairs up."""
+    for begun, replaced, taken, dropped in run_ranks(_next_epoch_begun_early, 2, timeout=60):
+        assert begun and replaced and taken and dropped
