@@ -76,7 +76,8 @@ def machine_info(packages: Iterable[str] = ()) -> dict[str, Any]:
         ``memory_gib`` (total RAM, GiB), ``accelerators`` (GPU names), ``platform``, ``python``,
         ``versions`` (package → version), ``threads`` (``OMP_NUM_THREADS``, ``GLOO_SOCKET_IFNAME``),
         ``malloc`` (glibc's ``MALLOC_*`` tunables set in the environment: every process the
-        benchmark starts, a peer's too, inherits them), ``git_commit`` and ``git_dirty`` (uncommitted changes in the work tree).
+        benchmark starts, a peer's too, inherits them), ``git_commit`` and ``git_dirty``
+        (uncommitted changes in the work tree).
     """
     memory_kib = _proc_field("/proc/meminfo", "MemTotal")
     status = git("status", "--porcelain")

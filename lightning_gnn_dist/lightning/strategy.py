@@ -22,7 +22,6 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from lightning_gnn_dist.comm.base import (
-    EXCHANGE_MODES,
     HaloExchange,
     make_exchange,
     resolve_exchange_mode,
@@ -35,6 +34,7 @@ from lightning_gnn_dist.data.hetero_local import is_typed_part
 from lightning_gnn_dist.data.local import LocalPartition, to_device
 from lightning_gnn_dist.lightning.auto_plan import AUTO
 from lightning_gnn_dist.lightning.compat import NAMESPACES, LightningNeutral
+from lightning_gnn_dist.lightning.epochs import begin_next_epoch, finish_begun_epoch
 from lightning_gnn_dist.lightning.launcher import (
     GNNMultiProcessingLauncher,
     GNNSubprocessLauncher,
@@ -56,6 +56,7 @@ from lightning_gnn_dist.lightning.strategy_checks import (
     check_datamodule,
     check_ddp_keywords,
     check_model,
+    exchange_options,
 )
 from lightning_gnn_dist.lightning.strategy_names import GNN_STRATEGIES, strategy_description
 from lightning_gnn_dist.nn.context import GraphContext, make_graph_context, use_graph_context
@@ -64,7 +65,7 @@ from lightning_gnn_dist.nn.hetero import is_sharded, sharded_rows, whole_tables
 from lightning_gnn_dist.nn.sampled import SampledBatchContext
 from lightning_gnn_dist.nn.trim import trim_per_hop
 from lightning_gnn_dist.nn.vertex_cut import check_reductions
-from lightning_gnn_dist.utils.checks import check_choice, check_number
+from lightning_gnn_dist.utils.checks import check_bool, check_choice, check_number
 from lightning_gnn_dist.utils.malloc import retain_freed_memory
 
 STAGES = ("train", "validate", "test", "predict")
@@ -155,8 +156,8 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             (:func:`~lightning_gnn_dist.utils.malloc.retain_freed_memory`: 32 MiB mmap, 128 MiB
             trim), so memory a step frees is reused by the next instead of returned to the
             system and faulted in again: ~30,000 fewer page faults an epoch per rank on the
-            neighbour benchmark, each epoch 7–8 % shorter, for up to 128 MiB more resident
-            memory per heap. ``False`` leaves ``malloc`` as the process has it; elsewhere than
+            neighbour benchmark, the epoch 7 % shorter (one-off A/B), for up to 128 MiB more
+            resident memory per heap. ``False`` leaves ``malloc`` as the process has it; elsewhere than
             glibc nothing changes. (default: ``True``)
         **kwargs: :class:`DDPStrategy`'s own strategy arguments
             (:data:`~lightning_gnn_dist.lightning.strategy_checks.DDP_STRATEGY_OPTIONS`:
@@ -200,18 +201,14 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
             exchange_class = None  # the plan's, in setup (_apply_plan)
         else:
             exchange_class, _ = resolve_exchange_mode(exchange)  # ValueError listing the modes
-        own = [p for p in inspect.signature(GNNStrategy.__init__).parameters if p != "kwargs"]
-        kwargs = check_ddp_keywords(kwargs, own[1:])
+        own = [name for name in _own_defaults() if name not in ("self", "kwargs")]
+        kwargs = check_ddp_keywords(kwargs, own)
         check_choice("loss_reduction", loss_reduction, ("mean", "sum"))
         check_choice("start_method", start_method, ("popen", "spawn", "fork", "forkserver"))
         timeout = seconds_option("timeout", timeout)
         self.startup_timeout = seconds_option("startup_timeout", startup_timeout)
         check_number("codec_tolerance", codec_tolerance, 0)
-        if not isinstance(retain_freed_memory, bool):
-            raise ValueError(
-                f"retain_freed_memory must be True or False (got {retain_freed_memory!r})"
-            )
-        self.retain_freed_memory = retain_freed_memory
+        self.retain_freed_memory = check_bool("retain_freed_memory", retain_freed_memory)
         given = {
             "cache_base": cache_base,
             "staleness": staleness,
@@ -223,7 +220,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         }
         self._given_options = given
         self.exchange_options = (
-            {} if exchange_class is None else exchange_options(exchange, exchange_class, given)
+            {}
+            if exchange_class is None
+            else exchange_options(exchange, exchange_class, given, _own_defaults())
         )
         super().__init__(timeout=timeout, start_method=start_method, **kwargs)
         self.exchange_mode = exchange
@@ -315,7 +314,9 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
         self.codec_policy = CodecPolicy(options.pop("codec"), tolerance=self.codec_policy.tolerance)
         exchange_class, _ = resolve_exchange_mode(self.exchange_mode)
         given = {**self._given_options, **options}
-        self.exchange_options = exchange_options(self.exchange_mode, exchange_class, given)
+        self.exchange_options = exchange_options(
+            self.exchange_mode, exchange_class, given, _own_defaults()
+        )
         if self.is_global_zero:
             log.info("exchange='auto': %s (%s)", plan.pick.name, plan.reason)
 
@@ -596,19 +597,13 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         super().on_train_batch_start(batch, batch_idx)
-        trainer = self.lightning_module.trainer
-        if batch_idx == trainer.num_training_batches - 1 and _another_epoch_follows(trainer):
-            start = getattr(trainer.train_dataloader, "start_next_epoch", None)
-            if start is not None:  # a prefetching neighbour loader: the next epoch's batches
-                start()  # are made while this step trains (every rank decides alike)
+        begin_next_epoch(self.lightning_module.trainer, batch_idx)
 
     def teardown(self) -> None:
         context = self.graph_context
         trainer = getattr(self._lightning_module, "_trainer", None)
         failed = trainer is not None and trainer.state.status == "interrupted"  # a str enum
-        finish = getattr(getattr(trainer, "train_dataloader", None), "finish_early", None)
-        if finish is not None:  # an epoch begun by on_train_batch_start that will not run
-            finish()
+        finish_begun_epoch(trainer)
         if context is not None and not failed:  # delayed exchanges hold transfers across steps
             context.exchange.close()  # (after a failure they would only fail again, noisily)
         super().teardown()
@@ -638,43 +633,13 @@ class GNNStrategy(LightningNeutral, lightning_base="strategies.DDPStrategy"):
 _INIT_TAKES_DEVICE_ID = "device_id" in inspect.signature(dist.init_process_group).parameters
 
 
-def exchange_options(mode: str, exchange_class: type, given: dict[str, Any]) -> dict[str, Any]:
-    """The options of exchange ``mode`` among ``given`` (``name → value`` as passed to
-    :class:`GNNStrategy`), checked by the exchange class. An option the mode's class does not
-    take is refused unless it keeps the strategy's default, so a new exchange option is one
-    parameter of :class:`GNNStrategy` and of the exchange classes that take it.
-
-    Raises:
-        ValueError: naming the option, the value and the modes that take it.
-    """
-    defaults = inspect.signature(GNNStrategy.__init__).parameters
-    takes = inspect.signature(exchange_class.__init__).parameters
-    for name, value in given.items():
-        if name not in takes and value != defaults[name].default:
-            users = sorted(
-                m
-                for m, c in EXCHANGE_MODES.items()
-                if name in inspect.signature(c.__init__).parameters
-            )
-            raise ValueError(
-                f"{name}={value!r} applies to exchange={' or '.join(map(repr, users))} only "
-                f"(got exchange={mode!r}); drop it or change the exchange"
-            )
-    options = {name: value for name, value in given.items() if name in takes}
-    return exchange_class.check_options(**options)
+def _own_defaults() -> dict[str, Any]:
+    """:class:`GNNStrategy`'s parameters and their defaults."""
+    parameters = inspect.signature(GNNStrategy.__init__).parameters.items()
+    return {name: parameter.default for name, parameter in parameters}
 
 
 for _namespace, _lightning in NAMESPACES.items():
     GNNStrategy.for_namespace(_namespace).register_strategies(
         _lightning.strategies.StrategyRegistry
     )
-
-
-def _another_epoch_follows(trainer) -> bool:
-    """Whether the fit loop runs another epoch after this one, by what every rank knows alike
-    (``max_epochs``, ``max_steps``; not ``should_stop``, which a callback may set on one rank
-    first). An epoch begun for nothing is finished at teardown."""
-    max_epochs, max_steps = trainer.max_epochs, trainer.max_steps
-    if max_epochs is not None and 0 <= max_epochs <= trainer.current_epoch + 1:
-        return False
-    return max_steps is None or max_steps < 0 or trainer.global_step + 1 < max_steps

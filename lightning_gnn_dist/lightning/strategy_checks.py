@@ -30,6 +30,7 @@ __all__ = [
     "check_datamodule",
     "check_ddp_keywords",
     "check_model",
+    "exchange_options",
     "same_value",
 ]
 
@@ -208,3 +209,31 @@ def _message_passing_layers(model: Any) -> list[str]:
 def _modes_of_kind(kind: str) -> list[str]:
     names = sorted(m for m, c in EXCHANGE_MODES.items() if c.partition_kind == kind)
     return [("cd-<r>" if m == "cd-r" else m) for m in names]
+
+
+def exchange_options(
+    mode: str, exchange_class: type, given: dict[str, Any], defaults: dict[str, Any]
+) -> dict[str, Any]:
+    """The options of exchange ``mode`` among ``given`` (``name → value`` as passed to
+    :class:`~lightning_gnn_dist.lightning.strategy.GNNStrategy`, whose parameters' defaults are
+    ``defaults``), checked by the exchange class. An option the mode's class does not take is
+    refused unless it keeps the strategy's default, so a new exchange option is one parameter
+    of ``GNNStrategy`` and of the exchange classes that take it.
+
+    Raises:
+        ValueError: naming the option, the value and the modes that take it.
+    """
+    takes = inspect.signature(exchange_class.__init__).parameters
+    for name, value in given.items():
+        if name not in takes and value != defaults[name]:
+            users = sorted(
+                m
+                for m, c in EXCHANGE_MODES.items()
+                if name in inspect.signature(c.__init__).parameters
+            )
+            raise ValueError(
+                f"{name}={value!r} applies to exchange={' or '.join(map(repr, users))} only "
+                f"(got exchange={mode!r}); drop it or change the exchange"
+            )
+    options = {name: value for name, value in given.items() if name in takes}
+    return exchange_class.check_options(**options)

@@ -99,7 +99,10 @@ class SteppedLoader:
     def __iter__(self) -> Iterator[Data]:
         epoch = self.epoch
         early, self._early = self._early, None
-        batches = None if early is not None and early.epoch == epoch else self.batches()
+        if early is not None and early.epoch != epoch:  # set_epoch chose another epoch
+            early.finish()
+            early = None
+        batches = None if early is not None else self.batches()
         self.epoch += 1
         if not self.prefetch:
             _wait_for_in_flight(self.store)
@@ -107,9 +110,7 @@ class SteppedLoader:
             while (started := self._started(made)) is not None:
                 yield self._ready(*started)
             return
-        if batches is not None and early is not None:  # set_epoch chose another epoch
-            early.finish()
-        pipeline = early if batches is None else _Pipeline.start(self, batches, epoch, depth=1)
+        pipeline = early or _Pipeline.start(self, batches, epoch, depth=1)
         try:
             while (started := pipeline.next()) is not None:
                 yield self._ready(*started)

@@ -6,8 +6,8 @@ allocator hands each one to ``malloc`` and back). With glibc's default, adaptive
 freed top of a heap goes back to the system and the next step faults it in again, page by page:
 on the neighbour benchmark's batches (R-MAT scale 16, two ranks with prefetch) 20,000–50,000
 minor page faults an epoch per rank and 0.08–0.13 s of system time beside 0.6 s of compute.
-Fixed thresholds keep that memory in the heap: under 2,000 faults an epoch, the epoch 7–8 %
-shorter (issue 31).
+Fixed thresholds keep that memory in the heap: under 2,000 faults an epoch, the epoch 7 %
+shorter in a one-off A/B of the guide's module (issue 31).
 
 :func:`retain_freed_memory` sets them once per process (``GNNStrategy`` does, on every rank,
 unless ``retain_freed_memory=False``). The cost is resident memory: up to ``trim_threshold``

@@ -483,13 +483,13 @@ def test_another_epoch_follows_by_the_limits_every_rank_shares():
     ``max_steps`` allow another epoch (values every rank holds alike)."""
     from types import SimpleNamespace
 
-    from lightning_gnn_dist.lightning.strategy import _another_epoch_follows
+    from lightning_gnn_dist.lightning.epochs import another_epoch_follows
 
     def follows(max_epochs, max_steps, epoch=1, step=10):
         trainer = SimpleNamespace(
             max_epochs=max_epochs, max_steps=max_steps, current_epoch=epoch, global_step=step
         )
-        return _another_epoch_follows(trainer)
+        return another_epoch_follows(trainer)
 
     assert follows(3, -1) and not follows(2, -1)
     assert follows(-1, -1, epoch=99) and follows(None, 12)
